@@ -1,0 +1,4 @@
+//! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
+
+pub mod models;
+pub mod repo;
