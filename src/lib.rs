@@ -1,4 +1,5 @@
 //! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
 
+pub mod eval;
 pub mod models;
 pub mod repo;
