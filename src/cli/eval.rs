@@ -6,14 +6,15 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use repohop::eval::batch::{run_batch, BatchConfig, Source, Summary};
-use repohop::eval::method;
+use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
+use repohop::eval::line_metrics::score_lines;
 use repohop::eval::report::{load_run, markdown, svg_chart};
 use repohop::eval::runner::RunnerConfig;
+use repohop::eval::{method, tasks};
 
 #[derive(Args)]
 pub struct EvalArgs {
-    /// Task file: DevEval JSONL records, or repohop's function-task JSONL.
+    /// Task file: DevEval JSONL records, or repohop's function-task or line-task JSONL.
     #[arg(long)]
     tasks: PathBuf,
     /// Folder the tasks' project_path / completion_path are relative to (DevEval's Source_Code).
@@ -103,6 +104,16 @@ fn parse_shard(s: &str) -> Result<(usize, usize)> {
 }
 
 pub fn run_eval(args: EvalArgs) -> Result<()> {
+    let lines: Vec<_> = tasks::load_tasks(&args.tasks)?
+        .into_iter()
+        .filter_map(|t| match t {
+            tasks::Task::Line(l) => Some(l),
+            tasks::Task::Function(_) => None,
+        })
+        .collect();
+    if !lines.is_empty() {
+        return score_line_tasks(&args, &lines);
+    }
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
         (None, Some(m)) => Source::Method(method::builtin(m).with_context(|| {
@@ -153,6 +164,34 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print_summary(&summary, &out);
+    }
+    Ok(())
+}
+
+/// Line tasks: no tests to run, only EM / ES / ID-EM / ID-F1 in both definitions.
+fn score_line_tasks(args: &EvalArgs, lines: &[tasks::LineTask]) -> Result<()> {
+    let Some(path) = &args.completions else {
+        bail!(
+            "{} holds line tasks: score predictions with --completions FILE ({{\"id\", \"completion\"}} JSONL)",
+            args.tasks.display()
+        );
+    };
+    let s = score_lines(lines, &load_completions(path)?);
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(());
+    }
+    println!("{} line tasks, {} without a prediction", s.total, s.missing);
+    println!("| definition | EM % | ES % | ID-EM % | ID-F1 % |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, m) in [("CrossCodeEval", s.cceval), ("GraphCoder", s.graphcoder)] {
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            100.0 * m.em,
+            100.0 * m.es,
+            100.0 * m.id_em,
+            100.0 * m.id_f1
+        );
     }
     Ok(())
 }

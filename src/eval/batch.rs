@@ -166,10 +166,12 @@ pub fn select(
         .collect()
 }
 
-/// Reads DevEval's `{namespace, completion}` JSONL; the first completion of a namespace counts.
+/// Reads DevEval's `{namespace, completion}` JSONL (`id` for line tasks); the first
+/// completion of a namespace counts.
 pub fn load_completions(path: &Path) -> Result<HashMap<String, String>, EvalError> {
     #[derive(Deserialize)]
     struct Line {
+        #[serde(alias = "id")]
         namespace: String,
         completion: String,
     }

@@ -13,10 +13,11 @@
 //! with a digit and are not keywords. ID-EM compares the ordered lists; ID-F1 compares sets
 //! (1 when both are empty, 0 when only one is).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::tasks::LineTask;
 use crate::repo::Lang;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -41,6 +42,41 @@ impl LineScores {
             id_em: sum(|s| s.id_em),
             id_f1: sum(|s| s.id_f1),
         }
+    }
+}
+
+/// Mean line metrics of a set of predictions, in both definitions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LineSummary {
+    pub total: usize,
+    /// Tasks without a prediction; scored as an empty prediction.
+    pub missing: usize,
+    pub cceval: LineScores,
+    pub graphcoder: LineScores,
+}
+
+/// Scores `predictions` (task id → predicted text) against line tasks.
+pub fn score_lines(tasks: &[LineTask], predictions: &HashMap<String, String>) -> LineSummary {
+    let mut cce = Vec::with_capacity(tasks.len());
+    let mut gc = Vec::with_capacity(tasks.len());
+    let mut missing = 0;
+    for t in tasks {
+        let pred = predictions
+            .get(&t.id)
+            .map(String::as_str)
+            .unwrap_or_else(|| {
+                missing += 1;
+                ""
+            });
+        let lang = lang_of(&t.file);
+        cce.push(cceval(pred, &t.ground_truth, lang));
+        gc.push(graphcoder(pred, &t.ground_truth, lang));
+    }
+    LineSummary {
+        total: tasks.len(),
+        missing,
+        cceval: LineScores::mean(&cce),
+        graphcoder: LineScores::mean(&gc),
     }
 }
 
@@ -515,6 +551,24 @@ mod tests {
         check(s, 0.0, 1.0 - 6.0 / 11.0, 0.0, 2.0 / 3.0);
         let s = graphcoder("// c\nreturn x;", "return x;", Java);
         check(s, 1.0, 1.0, 1.0, 1.0);
+    }
+
+    #[test]
+    fn scores_line_tasks() {
+        let task = |id: &str, truth: &str| LineTask {
+            id: id.into(),
+            repo: "r".into(),
+            file: "m.py".into(),
+            line: 1,
+            ground_truth: truth.into(),
+        };
+        let tasks = [task("a", "x = 1"), task("b", "y = 2")];
+        let preds = HashMap::from([("a".to_string(), "x = 1\nz = 0".to_string())]);
+        let s = score_lines(&tasks, &preds);
+        assert_eq!((s.total, s.missing), (2, 1));
+        // a: exact in both (cut / truncated to one line); b: empty prediction scores 0.
+        check(s.cceval, 0.5, 0.5, 0.5, 0.5);
+        check(s.graphcoder, 0.5, 0.5, 0.5, 0.5);
     }
 
     #[test]
