@@ -22,12 +22,9 @@ pub enum EvalError {
         line: usize,
         msg: String,
     },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The message carries the OS error (not chained, so it is printed once).
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("task {namespace}: {msg}")]
     Task { namespace: String, msg: String },
     #[error("{0}")]
@@ -35,10 +32,10 @@ pub enum EvalError {
 }
 
 impl EvalError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, err: std::io::Error) -> Self {
         EvalError::Io {
             path: path.into(),
-            source,
+            err,
         }
     }
 

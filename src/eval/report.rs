@@ -78,26 +78,25 @@ pub fn markdown(runs: &[RunReport]) -> String {
         );
     }
     let names = phase_names(runs);
+    let generation = &names[..names.len() - 1];
     let _ = writeln!(s);
+    let mut header = String::from("| method |");
+    for n in generation {
+        let _ = write!(header, " {n} s/task | {n} tokens in/out |");
+    }
+    let _ = writeln!(s, "{header} test s/task | total s/task |");
     let _ = writeln!(
         s,
-        "| method | {} | total s/task |",
-        names
-            .iter()
-            .map(|n| format!("{n} s/task | {n} tok in/out"))
-            .collect::<Vec<_>>()
-            .join(" | ")
+        "|---|{}---:|---:|",
+        "---:|---:|".repeat(generation.len())
     );
-    let _ = writeln!(s, "|---|{}---:|", "---:|---:|".repeat(names.len()));
     for r in runs {
         let m = &r.summary;
         let n = m.total.max(1) as f64;
         let mut cells = Vec::new();
-        let mut total = 0.0;
-        for name in &names {
+        for name in generation {
             match m.phases.iter().find(|p| &p.name == name) {
                 Some(p) => {
-                    total += p.seconds_mean;
                     cells.push(format!("{:.3}", p.seconds_mean));
                     cells.push(if p.tokens_in + p.tokens_out > 0 {
                         format!(
@@ -112,7 +111,20 @@ pub fn markdown(runs: &[RunReport]) -> String {
                 None => cells.extend(["–".to_string(), "–".to_string()]),
             }
         }
-        let _ = writeln!(s, "| {} | {} | {:.3} |", m.method, cells.join(" | "), total);
+        let test = m
+            .phases
+            .iter()
+            .find(|p| p.name == "test")
+            .map_or(0.0, |p| p.seconds_mean);
+        let total: f64 = m.phases.iter().map(|p| p.seconds_mean).sum();
+        let _ = writeln!(
+            s,
+            "| {} | {}{:.3} | {:.3} |",
+            m.method,
+            cells.iter().map(|c| format!("{c} | ")).collect::<String>(),
+            test,
+            total
+        );
     }
     s
 }
