@@ -38,6 +38,34 @@ fn hostile_bodies_leave_the_source_tree_intact() {
 }
 
 #[test]
+fn memory_limit_stops_a_greedy_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = completions(
+        tmp.path(),
+        &[("calc.ops.add", "hog = bytearray(3 << 30)\nreturn a + b\n")],
+    );
+    let run = tmp.path().join("run");
+    let s = summary(&eval(
+        &run,
+        &[
+            "--completions",
+            file.to_str().unwrap(),
+            "--limit",
+            "1",
+            "--memory-mb",
+            "1024",
+        ],
+    ));
+    assert_eq!(s["passed"], 0);
+    let r = result(&run, "calc.ops.add");
+    assert_eq!(r["outcome"], "fail");
+    assert!(
+        r["output_tail"].as_str().unwrap().contains("MemoryError"),
+        "{r}"
+    );
+}
+
+#[test]
 fn environment_is_scrubbed() {
     let tmp = tempfile::tempdir().unwrap();
     let file = completions(

@@ -451,11 +451,14 @@ fn prepare(
             let input = MethodInput {
                 task,
                 source_root: &cfg.source_root,
+                cancel: cfg.cancel,
             };
             match m.generate(&input) {
                 Ok(g) => g,
+                Err(_) if cfg.cancel.load(Ordering::SeqCst) => return Ok(None),
                 Err(e) => {
-                    return record_error(cfg, task, format!("generation failed: {e}")).map(|_| None)
+                    let msg = format!("generation failed: {e}");
+                    return record_error(cfg, task, msg).map(|_| None);
                 }
             }
         }

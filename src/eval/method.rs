@@ -1,6 +1,7 @@
 //! The seam where generation pipelines plug into batch evaluation.
 
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,9 @@ pub struct MethodInput<'a> {
     /// The root `task.project_path` and `task.completion_path` are relative to. Methods must
     /// not read the target's body or the project's tests (no leakage) and must not write here.
     pub source_root: &'a Path,
+    /// Set when the user interrupts the run: a long generation may stop early (its error is
+    /// then not recorded, so the task is generated again on resume).
+    pub cancel: &'a AtomicBool,
 }
 
 pub type MethodError = Box<dyn std::error::Error + Send + Sync>;
