@@ -285,8 +285,17 @@ pub fn show(args: ShowArgs) -> Result<()> {
     let id = resolve_target(&repo, &args.target)?;
     let f = repo.function(id);
     let file = repo.function_file(id);
-    let text = |s: &repohop::repo::Span| repo.slice(file, s.start_byte, s.end_byte).to_string();
-    let (definition, signature, body) = (text(&f.span), text(&f.signature), text(&f.body));
+    let (definition, signature, body) = (
+        repo.function_code(id).to_string(),
+        repo.signature_text(id).to_string(),
+        repo.body_text(id).to_string(),
+    );
+    // For display, the body from the start of its first line, so its indentation reads right.
+    let body_start = repo
+        .slice(file, 0, f.body.start_byte)
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let body_shown = repo.slice(file, body_start, f.body.end_byte).to_string();
 
     let view = MaskedView::new(&repo, Some(id), args.include_tests);
     let hidden_fns: Vec<String> = {
@@ -352,7 +361,7 @@ pub fn show(args: ShowArgs) -> Result<()> {
         Some(d) => println!("\ndocstring:\n{}", indent(d)),
         None => println!("\ndocstring: none"),
     }
-    println!("\nbody:\n{}", indent(&body));
+    println!("\nbody:\n{}", indent(&body_shown));
     println!("\ncall sites ({}):", calls.len());
     for (line, callee, t, _) in &calls {
         println!("  {line:>5}  {callee}  → {t}");

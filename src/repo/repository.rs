@@ -418,6 +418,22 @@ impl Repository {
         self.slice(self.function_file(id), f.span.start_byte, f.span.end_byte)
     }
 
+    /// Decorators / annotations through the end of the header (`def f(a):`, `void f(int a)`).
+    pub fn signature_text(&self, id: FnId) -> &str {
+        let f = self.function(id);
+        self.slice(
+            self.function_file(id),
+            f.signature.start_byte,
+            f.signature.end_byte,
+        )
+    }
+
+    /// The body (for Python, docstring included), from its first statement.
+    pub fn body_text(&self, id: FnId) -> &str {
+        let f = self.function(id);
+        self.slice(self.function_file(id), f.body.start_byte, f.body.end_byte)
+    }
+
     /// The whole definition of a class.
     pub fn class_code(&self, id: ClassId) -> &str {
         let c = self.class(id);

@@ -596,7 +596,7 @@ impl<'r> Resolver<'r> {
             return Ok(dotted);
         }
         // Last resort: a unique definition of that simple name (for `a.f`: one whose qualified
-        // name ends in `a.f`).
+        // name ends in `a.f`, else, `a` being a value of unknown type, a method named `f`).
         let last = parts[parts.len() - 1];
         let suffix = format!(".{name}");
         let candidates: Vec<Def> = self
@@ -604,15 +604,43 @@ impl<'r> Resolver<'r> {
             .into_iter()
             .filter(|d| parts.len() == 1 || self.repo.qualname(*d).ends_with(&suffix))
             .collect();
+        if candidates.is_empty() && parts.len() > 1 {
+            return self.method_named(name, last);
+        }
+        self.unique(name, candidates)
+    }
+
+    /// One qualified name among `candidates`: found; several: ambiguous; none: not found.
+    fn unique(&self, name: &str, candidates: Vec<Def>) -> Result<Vec<Def>, Unresolved> {
         let distinct: HashSet<&str> = candidates.iter().map(|d| self.repo.qualname(*d)).collect();
         match distinct.len() {
-            0 => Err(not_found("")),
+            0 => Err(Unresolved::NotFound {
+                name: name.into(),
+                hint: String::new(),
+            }),
             1 => Ok(candidates),
             _ => Err(Unresolved::Ambiguous {
                 name: name.into(),
                 candidates,
             }),
         }
+    }
+
+    /// `x.m` where the type of `x` is unknown (a local variable, `self.attr`): the methods
+    /// named `m`, if one class defines it; ambiguous if several do.
+    fn method_named(&self, name: &str, method: &str) -> Result<Vec<Def>, Unresolved> {
+        let methods: Vec<Def> = self
+            .lookup_name(method)
+            .into_iter()
+            .filter(|d| matches!(d, Def::Function(f) if self.repo.function(*f).kind == SymbolKind::Method))
+            .collect();
+        self.unique(name, methods).map_err(|e| match e {
+            Unresolved::NotFound { name, .. } => Unresolved::NotFound {
+                name,
+                hint: format!(" (the receiver's type is unknown and no class defines {method})"),
+            },
+            other => other,
+        })
     }
 
     /// `self.m`, `cls.m`, `this.m`, `super().m`: a member of the enclosing class or its bases.
