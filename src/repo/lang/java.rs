@@ -427,3 +427,296 @@ fn javadoc_text(comment: &str) -> String {
         .map_or(first, |i| i + 1);
     lines[first..last.max(first)].join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repo::model::Span;
+
+    const SRC: &str = r#"package com.example.util;
+
+import java.util.List;
+import java.util.*;
+import static java.lang.Math.max;
+import static org.junit.Assert.*;
+
+/**
+ * Utility holder.
+ */
+public class Strings extends Base implements Comparable<Strings>, Serializable {
+    private static final int LIMIT = 10;
+    private String a, b;
+
+    /**
+     * Joins parts.
+     *
+     * @param parts the parts
+     */
+    @Override
+    public static String join(List<String> parts, String... rest) throws IOException {
+        StringBuilder sb = new StringBuilder();
+        helper(parts);
+        return Strings.format(sb.toString(), max(1, 2));
+    }
+
+    public static String join(String one) {
+        return this.join(List.of(one));
+    }
+
+    public Strings(int n) {
+        super(n);
+    }
+
+    static class Inner {
+        int depth;
+
+        void run() {
+            Runnable r = new Runnable() {
+                public void run() {
+                    go();
+                }
+            };
+            r.run();
+        }
+    }
+
+    interface Visitor {
+        void visit(String s);
+    }
+}
+"#;
+
+    fn parsed() -> FileSymbols {
+        Java.parse(
+            "src/main/java/com/example/util/Strings.java",
+            "ignored",
+            SRC,
+        )
+    }
+
+    fn at(needle: &str) -> usize {
+        SRC.find(needle).expect(needle)
+    }
+
+    fn after(needle: &str) -> usize {
+        at(needle) + needle.len()
+    }
+
+    fn span(start: usize, end: usize) -> Span {
+        let line = |b: usize| SRC[..b].matches('\n').count() + 1;
+        Span {
+            start_byte: start,
+            end_byte: end,
+            start_line: line(start),
+            end_line: line(end),
+        }
+    }
+
+    #[test]
+    fn methods_with_package_inner_classes_and_overloads() {
+        let fs = parsed();
+        assert_eq!(fs.module, "com.example.util");
+        assert_eq!(fs.parse_errors, 0);
+        let got: Vec<(&str, Option<&str>, (usize, usize))> = fs
+            .functions
+            .iter()
+            .map(|f| {
+                (
+                    f.qualname.as_str(),
+                    f.class.as_deref(),
+                    (f.span.start_line, f.span.end_line),
+                )
+            })
+            .collect();
+        let strings = Some("com.example.util.Strings");
+        let inner = Some("com.example.util.Strings.Inner");
+        assert_eq!(
+            got,
+            vec![
+                ("com.example.util.Strings.join", strings, (20, 25)),
+                ("com.example.util.Strings.join", strings, (27, 29)),
+                ("com.example.util.Strings.Strings", strings, (31, 33)),
+                ("com.example.util.Strings.Inner.run", inner, (38, 45)),
+                // A method of an anonymous class is named as nested in the enclosing method.
+                ("com.example.util.Strings.Inner.run.run", None, (40, 42)),
+                (
+                    "com.example.util.Strings.Visitor.visit",
+                    Some("com.example.util.Strings.Visitor"),
+                    (49, 49)
+                ),
+            ]
+        );
+        assert!(fs.functions.iter().all(|f| f.kind == SymbolKind::Method));
+    }
+
+    #[test]
+    fn signature_body_javadoc_and_params() {
+        let fs = parsed();
+        let join = &fs.functions[0];
+        assert_eq!(
+            join.span,
+            span(at("@Override"), after("max(1, 2));\n    }"))
+        );
+        assert_eq!(
+            join.signature,
+            span(at("@Override"), after("throws IOException"))
+        );
+        assert_eq!(
+            join.body,
+            span(after("throws IOException "), after("max(1, 2));\n    }"))
+        );
+        assert_eq!(
+            join.docstring.as_deref(),
+            Some("Joins parts.\n\n@param parts the parts")
+        );
+        assert_eq!(join.params, ["parts", "rest"]);
+        assert_eq!(fs.functions[1].docstring, None);
+        assert_eq!(fs.functions[1].params, ["one"]);
+
+        // Bodiless interface method: the header stops before `;`, the body is empty.
+        let visit = &fs.functions[5];
+        assert_eq!(
+            visit.signature,
+            span(at("void visit"), after("void visit(String s)"))
+        );
+        let semi_end = after("void visit(String s);");
+        assert_eq!(visit.body, span(semi_end, semi_end));
+        assert_eq!(visit.params, ["s"]);
+    }
+
+    #[test]
+    fn calls_belong_to_the_innermost_method() {
+        let fs = parsed();
+        let calls = |i: usize| -> Vec<(&str, usize)> {
+            fs.functions[i]
+                .calls
+                .iter()
+                .map(|c| (c.callee.as_str(), c.line))
+                .collect()
+        };
+        assert_eq!(
+            calls(0),
+            [
+                ("new StringBuilder", 22),
+                ("helper", 23),
+                ("Strings.format", 24),
+                ("sb.toString", 24),
+                ("max", 24)
+            ]
+        );
+        assert_eq!(calls(1), [("this.join", 28), ("List.of", 28)]);
+        assert_eq!(calls(2), [("super", 32)]);
+        assert_eq!(calls(3), [("new Runnable", 39), ("r.run", 44)]);
+        assert_eq!(calls(4), [("go", 41)]);
+        assert!(calls(5).is_empty());
+    }
+
+    #[test]
+    fn classes_with_bases_fields_and_methods() {
+        let fs = parsed();
+        let got: Vec<(&str, &[String], &[String], &[String])> = fs
+            .classes
+            .iter()
+            .map(|c| {
+                (
+                    c.qualname.as_str(),
+                    c.bases.as_slice(),
+                    c.members.as_slice(),
+                    c.methods.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, "com.example.util.Strings");
+        assert_eq!(got[0].1, ["Base", "Comparable<Strings>", "Serializable"]);
+        assert_eq!(got[0].2, ["LIMIT", "a", "b"]);
+        assert_eq!(
+            got[0].3,
+            [
+                "com.example.util.Strings.join",
+                "com.example.util.Strings.Strings"
+            ]
+        );
+        assert_eq!(fs.classes[0].span, span(at("public class"), SRC.len() - 1));
+        assert_eq!(got[1].0, "com.example.util.Strings.Inner");
+        assert_eq!(got[1].2, ["depth"]);
+        assert_eq!(got[1].3, ["com.example.util.Strings.Inner.run"]);
+        assert_eq!(got[2].0, "com.example.util.Strings.Visitor");
+        assert_eq!(got[2].3, ["com.example.util.Strings.Visitor.visit"]);
+    }
+
+    #[test]
+    fn imports_plain_wildcard_and_static() {
+        let fs = parsed();
+        let got: Vec<(&str, Option<&str>, bool, bool, usize)> = fs
+            .imports
+            .iter()
+            .map(|i| {
+                (
+                    i.module.as_str(),
+                    i.name.as_deref(),
+                    i.is_static,
+                    i.is_wildcard,
+                    i.line,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("java.util", Some("List"), false, false, 3),
+                ("java.util", None, false, true, 4),
+                ("java.lang.Math", Some("max"), true, false, 5),
+                ("org.junit.Assert", None, true, true, 6),
+            ]
+        );
+        assert!(fs
+            .imports
+            .iter()
+            .all(|i| i.level == 0 && i.alias.is_none() && i.scope.is_none()));
+    }
+
+    #[test]
+    fn enums_records_and_no_package() {
+        let src = "enum Color {\n  RED, GREEN { void paint() {} };\n  void paint() { draw(); }\n}\nrecord Point(int x, int y) {\n  Point { check(x); }\n}\n";
+        let fs = Java.parse("Color.java", "", src);
+        assert_eq!(fs.module, "");
+        let got: Vec<(&str, Option<&str>)> = fs
+            .functions
+            .iter()
+            .map(|f| (f.qualname.as_str(), f.class.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Color.paint", None),
+                ("Color.paint", Some("Color")),
+                ("Point.Point", Some("Point"))
+            ]
+        );
+        assert_eq!(fs.classes[0].members, ["RED", "GREEN"]);
+        assert_eq!(fs.classes[1].members, ["x", "y"]);
+        assert_eq!(fs.functions[1].calls[0].callee, "draw");
+        assert_eq!(fs.functions[2].calls[0].callee, "check");
+    }
+
+    #[test]
+    fn syntax_errors_are_counted_and_the_rest_kept() {
+        let src =
+            "class A {\n  void ok() { a(); }\n  void broken( { }\n  void after() { b(); }\n}\n";
+        let fs = Java.parse("A.java", "", src);
+        assert!(fs.parse_errors > 0);
+        let ok = fs.functions.iter().find(|f| f.qualname == "A.ok").unwrap();
+        assert_eq!(ok.calls[0].callee, "a");
+        assert!(fs.functions.iter().any(|f| f.qualname == "A.after"));
+    }
+
+    #[test]
+    fn javadoc_markers_are_removed() {
+        assert_eq!(javadoc_text("/** One line. */"), "One line.");
+        assert_eq!(
+            javadoc_text("/**\n   * First.\n   *   indented\n   **/"),
+            "First.\n  indented"
+        );
+    }
+}

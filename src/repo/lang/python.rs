@@ -151,9 +151,9 @@ impl<'t> Extractor<'_, 't> {
                     .map(skip_back_comments)
                     .unwrap_or(name_node);
                 (
-                    span_between(outer, last_statement(body)),
+                    span_between(outer, last_code_token(body)),
                     span_between(outer, header_end),
-                    span_between(body, last_statement(body)),
+                    span_between(body, last_code_token(body)),
                     docstring(self.src, body),
                 )
             }
@@ -241,7 +241,7 @@ impl<'t> Extractor<'_, 't> {
             }
         }
         let body = node.child_by_field_name("body");
-        let span = span_between(outer, body.map(last_statement).unwrap_or(node));
+        let span = span_between(outer, body.map(last_code_token).unwrap_or(node));
         let index = self.out.classes.len();
         self.out.classes.push(Class {
             qualname: qualname.clone(),
@@ -411,19 +411,28 @@ fn skip_back_comments(mut node: Node) -> Node {
     node
 }
 
-/// The last statement of a block: tree-sitter attaches comments that follow a body to the block,
-/// but the definition (as Python's `ast` sees it) ends with its last statement.
-fn last_statement(block: Node) -> Node {
-    let mut i = block.named_child_count();
-    while i > 0 {
-        i -= 1;
-        if let Some(child) = block.named_child(i) {
-            if child.kind() != "comment" {
-                return child;
+/// The last token of a definition's body that is not a comment: tree-sitter attaches comments
+/// that follow a body to the innermost open block, but the definition (as Python's `ast` sees
+/// it) ends with its last statement.
+fn last_code_token(mut node: Node) -> Node {
+    loop {
+        let mut i = node.child_count();
+        let mut next = None;
+        while i > 0 {
+            i -= 1;
+            match node.child(i) {
+                Some(c) if c.kind() != "comment" => {
+                    next = Some(c);
+                    break;
+                }
+                _ => {}
             }
         }
+        match next {
+            Some(c) => node = c,
+            None => return node,
+        }
     }
-    block
 }
 
 /// The docstring of a body block: its first statement when that is a plain string literal,
@@ -753,6 +762,18 @@ class Child(Base, mixins.Mixin):
         let child = fs.classes.iter().find(|c| c.name == "Child").unwrap();
         let pass = SRC.rfind("pass").unwrap();
         assert_eq!(child.span, span(at("class Child"), pass + 4));
+    }
+
+    #[test]
+    fn trailing_comments_in_nested_blocks_are_not_part_of_the_definition() {
+        let src = "def f():\n    for x in y:\n        g(x)\n        # note\n\n    # more\n";
+        let fs = Python.parse("f.py", "f", src);
+        let end = src.find("g(x)").unwrap() + 4;
+        assert_eq!(
+            (fs.functions[0].span.end_byte, fs.functions[0].span.end_line),
+            (end, 3)
+        );
+        assert_eq!(fs.functions[0].body.end_byte, end);
     }
 
     #[test]
