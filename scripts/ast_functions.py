@@ -9,7 +9,9 @@ Prints one JSON object:
 sorted by (path, start_line, qualname). It is the reference that repohop's Python front end is
 checked against (tests/ast_parity.rs), so it names things exactly as repohop does:
 
-- module: the path relative to ROOT without `.py`, `/` -> `.`; `pkg/__init__.py` -> `pkg`;
+- module: as repohop's walker names it (src/repo/walk.rs `python_module`): the path relative to
+  ROOT without `.py`, `/` -> `.`, `pkg/__init__.py` -> `pkg`; folders above the outermost package
+  (chain of folders holding an `__init__.py`) are dropped, and a leading `src/` outside packages;
 - qualname: module + enclosing classes and functions (`mod.Class.method`, `mod.outer.inner`;
   no `<locals>`);
 - kind: "method" when defined directly in a class body, else "function";
@@ -26,11 +28,22 @@ import os
 import sys
 
 
-def module_name(rel):
+def module_name(rel, package_dirs):
     parts = rel[: -len(".py")].split("/")
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+    dirs = parts[:-1]
+    first_pkg = len(dirs)
+    while first_pkg > 0 and "/".join(dirs[:first_pkg]) in package_dirs:
+        first_pkg -= 1
+    if first_pkg < len(dirs):
+        keep_from = first_pkg
+    elif dirs and dirs[0] == "src":
+        keep_from = 1
+    else:
+        keep_from = 0
+    kept = parts[keep_from:]
+    if kept[-1] == "__init__":
+        kept.pop()
+    return ".".join(kept)
 
 
 def params(args):
@@ -75,21 +88,26 @@ def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         sys.exit("usage: ast_functions.py ROOT  (ROOT must be a directory)")
     root = sys.argv[1]
-    functions, errors = [], []
+    files = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.endswith(".py") or name.startswith("."):
-                continue
-            full = os.path.join(dirpath, name)
-            rel = os.path.relpath(full, root).replace(os.sep, "/")
-            try:
-                with open(full, "rb") as f:
-                    tree = ast.parse(f.read(), filename=rel)
-            except (SyntaxError, ValueError):
-                errors.append(rel)
-                continue
-            collect(tree, module_name(rel), rel, functions)
+            if name.endswith(".py") and not name.startswith("."):
+                full = os.path.join(dirpath, name)
+                files.append((full, os.path.relpath(full, root).replace(os.sep, "/")))
+    package_dirs = {
+        rel[: -len("__init__.py")].rstrip("/") for _, rel in files
+        if rel == "__init__.py" or rel.endswith("/__init__.py")
+    }
+    functions, errors = [], []
+    for full, rel in files:
+        try:
+            with open(full, "rb") as f:
+                tree = ast.parse(f.read(), filename=rel)
+        except (SyntaxError, ValueError):
+            errors.append(rel)
+            continue
+        collect(tree, module_name(rel, package_dirs), rel, functions)
     functions.sort(key=lambda f: (f["path"], f["start_line"], f["qualname"]))
     json.dump({"functions": functions, "syntax_errors": errors}, sys.stdout, indent=1)
     sys.stdout.write("\n")

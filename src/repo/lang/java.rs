@@ -611,18 +611,20 @@ public class Strings extends Base implements Comparable<Strings>, Serializable {
         assert!(calls(5).is_empty());
     }
 
+    type ClassRow<'a> = (&'a str, &'a [String], &'a [String], &'a [String]);
+
     #[test]
     fn classes_with_bases_fields_and_methods() {
         let fs = parsed();
-        let got: Vec<(&str, &[String], &[String], &[String])> = fs
+        let got: Vec<ClassRow> = fs
             .classes
             .iter()
             .map(|c| {
                 (
                     c.qualname.as_str(),
-                    c.bases.as_slice(),
-                    c.members.as_slice(),
-                    c.methods.as_slice(),
+                    &c.bases[..],
+                    &c.members[..],
+                    &c.methods[..],
                 )
             })
             .collect();

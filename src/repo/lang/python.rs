@@ -852,18 +852,21 @@ class Child(Base, mixins.Mixin):
         assert!(child.members.is_empty() && child.methods.is_empty());
     }
 
+    /// module, name, alias, level, wildcard, line, scope
+    type ImportRow<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        usize,
+        bool,
+        usize,
+        Option<&'a str>,
+    );
+
     #[test]
     fn imports_absolute_aliased_relative_wildcard_and_lazy() {
         let fs = parsed();
-        let got: Vec<(
-            &str,
-            Option<&str>,
-            Option<&str>,
-            usize,
-            bool,
-            usize,
-            Option<&str>,
-        )> = fs
+        let got: Vec<ImportRow> = fs
             .imports
             .iter()
             .map(|i| {
