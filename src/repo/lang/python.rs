@@ -150,10 +150,11 @@ impl<'t> Extractor<'_, 't> {
                     .prev_sibling()
                     .map(skip_back_comments)
                     .unwrap_or(name_node);
+                let last = last_code_token(body);
                 (
-                    span_between(outer, last_code_token(body)),
+                    span_between(outer, last),
                     span_between(outer, header_end),
-                    span_between(body, last_code_token(body)),
+                    span_between(body, last),
                     docstring(self.src, body),
                 )
             }
@@ -918,6 +919,20 @@ class Child(Base, mixins.Mixin):
         );
         let after = fs.functions.iter().find(|f| f.name == "after").unwrap();
         assert_eq!(after.calls[0].callee, "ok");
+    }
+
+    #[test]
+    fn deeply_nested_code_does_not_overflow_the_stack() {
+        let depth = 50_000;
+        let src = format!(
+            "def f():\n    return {}1{}\n",
+            "g(".repeat(depth),
+            ")".repeat(depth)
+        );
+        let fs = Python.parse("deep.py", "deep", &src);
+        assert_eq!(fs.functions.len(), 1);
+        assert_eq!(fs.functions[0].calls.len(), depth);
+        assert_eq!(fs.parse_errors, 0);
     }
 
     #[test]
