@@ -15,12 +15,28 @@ enum Command {
     /// Obtain and list the models repohop runs.
     #[command(subcommand)]
     Models(cli::models::Cmd),
+    /// Index a repository: walk, parse, cache the symbols; print counts and diagnostics.
+    Index(cli::repo::IndexArgs),
+    /// List the functions, methods and classes found, with locations.
+    Symbols(cli::repo::SymbolsArgs),
+    /// Print the repository tree as the LLM sees it (test files excluded by default).
+    Tree(cli::repo::TreeArgs),
+    /// Show a target's signature, docstring, body and call sites, and what masking hides.
+    Show(cli::repo::ShowArgs),
+    /// Measure throughput on generated or real inputs.
+    #[command(subcommand)]
+    Bench(cli::bench::Cmd),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(cmd) => cli::models::run(cmd),
+        Command::Index(args) => cli::repo::index(args),
+        Command::Symbols(args) => cli::repo::symbols(args),
+        Command::Tree(args) => cli::repo::tree(args),
+        Command::Show(args) => cli::repo::show(args),
+        Command::Bench(cmd) => cli::bench::run(cmd),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

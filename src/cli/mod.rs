@@ -1,3 +1,5 @@
 //! One module per command family; each exposes its clap arguments and a `run`.
 
+pub mod bench;
 pub mod models;
+pub mod repo;
