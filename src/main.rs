@@ -15,6 +15,17 @@ enum Command {
     /// Obtain and list the models repohop runs.
     #[command(subcommand)]
     Models(cli::models::Cmd),
+    /// Index a repository: walk, parse, cache the symbols; print counts and diagnostics.
+    Index(cli::repo::IndexArgs),
+    /// List the functions, methods and classes found, with locations.
+    Symbols(cli::repo::SymbolsArgs),
+    /// Print the repository tree as the LLM sees it (test files excluded by default).
+    Tree(cli::repo::TreeArgs),
+    /// Show a target's signature, docstring, body and call sites, and what masking hides.
+    Show(cli::repo::ShowArgs),
+    /// Measure throughput on generated or real inputs.
+    #[command(subcommand)]
+    Bench(cli::bench::Cmd),
     /// Score completions by running each task's tests (DevEval Pass@1), or generate and score.
     Eval(cli::eval::EvalArgs),
     /// Compare run directories side by side (markdown or JSON) and chart them.
@@ -25,6 +36,11 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(cmd) => cli::models::run(cmd),
+        Command::Index(args) => cli::repo::index(args),
+        Command::Symbols(args) => cli::repo::symbols(args),
+        Command::Tree(args) => cli::repo::tree(args),
+        Command::Show(args) => cli::repo::show(args),
+        Command::Bench(cmd) => cli::bench::run(cmd),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
     };

@@ -17,10 +17,7 @@ pub fn locate(task: &FunctionTask, file_text: &str) -> Result<BodySpan, EvalErro
     let (Some([s0, s1]), Some([b0, b1])) = (task.signature_position, task.body_position) else {
         return Err(EvalError::task(
             &task.namespace,
-            format!(
-                "no recorded line positions for {}: locating targets by namespace needs the repository model",
-                task.completion_path
-            ),
+            format!("no recorded line positions in {}", task.completion_path),
         ));
     };
     let lines: Vec<&str> = file_text.lines().collect();

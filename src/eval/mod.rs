@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod body;
 pub mod line_metrics;
+pub mod locate;
 pub mod method;
 pub mod metrics;
 pub mod report;
@@ -36,6 +37,14 @@ impl EvalError {
         EvalError::Io {
             path: path.into(),
             err,
+        }
+    }
+
+    /// The message without the task prefix, for combining errors about one task.
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            EvalError::Task { msg, .. } => msg.clone(),
+            other => other.to_string(),
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::body::{self, BodySpan};
+use super::locate;
 use super::sandbox::{self, Exit, Limits};
 use super::tasks::{DepKind, FunctionTask};
 use super::EvalError;
@@ -110,7 +111,17 @@ pub fn read_target(
             format!("cannot read {}: {e}", path.display()),
         )
     })?;
-    let span = body::locate(task, &text)?;
+    // Recorded positions first; when they don't describe the target (shifted file, native
+    // task without positions), the repository model finds it by namespace.
+    let span = match body::locate(task, &text) {
+        Ok(span) => span,
+        Err(by_lines) => locate::locate_by_namespace(task, source_root, &text).map_err(|e| {
+            EvalError::task(
+                &task.namespace,
+                format!("{}; by namespace: {}", by_lines.reason(), e.reason()),
+            )
+        })?,
+    };
     Ok((text, span))
 }
 

@@ -1,0 +1,4 @@
+//! Persistent caches under `<repo>/.repohop/` (or `--cache-dir`), keyed by file content hash,
+//! written atomically, rebuilt whenever they cannot be trusted.
+
+pub mod symbols;
