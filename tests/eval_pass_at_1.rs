@@ -95,10 +95,12 @@ fn infinite_loop_times_out_and_the_next_task_still_runs() {
             "--limit",
             "2",
             "--timeout",
-            "2",
+            "8",
         ],
     ));
-    assert!(started.elapsed().as_secs() < 30);
+    // 8 s: the loop is cut there, while a correct body has time to start pytest on a loaded
+    // machine.
+    assert!(started.elapsed().as_secs() < 60);
     assert_eq!(s["outcomes"]["timeout"], 1);
     assert_eq!(
         (s["passed"].as_u64(), s["total"].as_u64()),
@@ -107,7 +109,8 @@ fn infinite_loop_times_out_and_the_next_task_still_runs() {
     let add = result(&run, "calc.ops.add");
     assert_eq!(add["outcome"], "timeout");
     assert!(add["message"].as_str().unwrap().contains("timed out"));
-    assert!(add["test_seconds"].as_f64().unwrap() < 10.0);
+    let secs = add["test_seconds"].as_f64().unwrap();
+    assert!((8.0..20.0).contains(&secs), "{secs}");
     assert_eq!(result(&run, "calc.ops.scale")["outcome"], "pass");
 }
 

@@ -99,7 +99,7 @@ fn killed_run_resumes() {
     // No leftover test processes or temp copies hold the run up; resuming finishes it.
     let s = summary(&eval(
         &run,
-        &["--completions", file.to_str().unwrap(), "--timeout", "2"],
+        &["--completions", file.to_str().unwrap(), "--timeout", "8"],
     ));
     assert_eq!(
         (s["resumed"].as_u64(), s["ran"].as_u64()),
