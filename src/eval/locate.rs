@@ -33,8 +33,8 @@ fn open(project: &Path) -> Result<Arc<Repository>, EvalError> {
     Ok(repo)
 }
 
-/// The body (after the docstring, as DevEval counts it) of the function the task's namespace
-/// names, in the task's file.
+/// The body of the function the task's namespace names, in the task's file, as DevEval counts
+/// it: from the first statement after the docstring to the last statement.
 pub fn locate_by_namespace(
     task: &FunctionTask,
     source_root: &Path,
@@ -61,13 +61,23 @@ pub fn locate_by_namespace(
         let doc = first_statement(rest, Lang::Python);
         start_line += doc.matches('\n').count() + 1;
     }
+    // DevEval's body starts at the first statement (as Python's `ast` counts lines): blank
+    // and comment-only lines after the docstring are not part of it.
+    let lines: Vec<&str> = file_text.lines().collect();
+    while start_line < f.body.end_line
+        && lines
+            .get(start_line - 1)
+            .is_some_and(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        start_line += 1;
+    }
     if start_line > f.body.end_line {
         return Err(EvalError::task(
             &task.namespace,
             format!("{} has no body besides its docstring", f.qualname),
         ));
     }
-    let first = file_text.lines().nth(start_line - 1).unwrap_or("");
+    let first = lines.get(start_line - 1).copied().unwrap_or("");
     let indent = task
         .indent
         .unwrap_or(first.len() - first.trim_start_matches(' ').len());
