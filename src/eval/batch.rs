@@ -529,3 +529,91 @@ impl Progress {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::runner::TaskResult;
+    use crate::eval::tasks::Dependency;
+
+    fn task(ns: &str) -> FunctionTask {
+        FunctionTask {
+            namespace: ns.into(),
+            kind: None,
+            project_path: "p".into(),
+            completion_path: "p/m.py".into(),
+            signature_position: None,
+            body_position: None,
+            dependency: Dependency::default(),
+            requirement: None,
+            tests: vec!["t".into()],
+            indent: None,
+        }
+    }
+
+    #[test]
+    fn shards_partition_and_limit_applies_within_a_shard() {
+        let tasks: Vec<FunctionTask> = (0..7).map(|i| task(&format!("m.f{i}"))).collect();
+        let names = |v: Vec<FunctionTask>| v.into_iter().map(|t| t.namespace).collect::<Vec<_>>();
+        assert_eq!(
+            names(select(tasks.clone(), Some((1, 3)), None)),
+            ["m.f0", "m.f3", "m.f6"]
+        );
+        assert_eq!(
+            names(select(tasks.clone(), Some((3, 3)), None)),
+            ["m.f2", "m.f5"]
+        );
+        assert_eq!(
+            names(select(tasks.clone(), Some((2, 3)), Some(1))),
+            ["m.f1"]
+        );
+        assert_eq!(select(tasks, None, Some(4)).len(), 4);
+    }
+
+    #[test]
+    fn task_dirs_stay_inside_the_run() {
+        let out = Path::new("/r");
+        assert_eq!(
+            task_dir(out, "a.b.C.__init__"),
+            Path::new("/r/tasks/a.b.C.__init__")
+        );
+        assert_eq!(task_dir(out, "../x/y"), Path::new("/r/tasks/_.._x_y"));
+        assert_eq!(task_dir(out, ""), Path::new("/r/tasks/_"));
+    }
+
+    #[test]
+    fn summary_adds_phases_and_recall() {
+        let rec = |outcome, secs: f64, recall, tokens| TaskRecord {
+            result: TaskResult {
+                test_seconds: secs,
+                ..TaskResult::new(&task("m.f"), outcome, None)
+            },
+            recall,
+            phases: vec![Phase {
+                name: "generation".into(),
+                seconds: 2.0,
+                tokens_in: tokens,
+                tokens_out: 10,
+            }],
+        };
+        let s = summarize(
+            "m",
+            &[
+                rec(Outcome::Pass, 1.0, Some(0.5), 100),
+                rec(Outcome::Fail, 3.0, None, 300),
+            ],
+        );
+        assert_eq!((s.passed, s.total, s.pass_at_1), (1, 2, 0.5));
+        assert_eq!((s.recall, s.recall_tasks), (Some(0.5), 1));
+        assert_eq!(s.phases[0].name, "generation");
+        assert_eq!(
+            (s.phases[0].seconds_total, s.phases[0].seconds_mean),
+            (4.0, 2.0)
+        );
+        assert_eq!((s.phases[0].tokens_in, s.phases[0].tokens_out), (400, 20));
+        assert_eq!(
+            (s.phases[1].name.as_str(), s.phases[1].seconds_mean),
+            ("test", 2.0)
+        );
+    }
+}
