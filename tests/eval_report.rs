@@ -28,6 +28,8 @@ fn report_compares_runs() {
     let json: serde_json::Value = serde_json::from_str(&run(&["--json"])).unwrap();
     assert_eq!(json[0]["method"], "reference");
     assert_eq!(json[0]["pass_at_1"], 1.0);
+    assert!(json[0]["wall_seconds"].as_f64().unwrap() > 0.0);
+    assert_eq!(json[0]["ran"], 2);
     assert_eq!(json[1]["method"], "not-implemented");
     assert_eq!(
         (json[1]["passed"].as_u64(), json[1]["total"].as_u64()),

@@ -16,12 +16,23 @@ pub struct RunReport {
     pub summary: Summary,
 }
 
-/// Summarises every finished task of a run directory (also of an interrupted run).
+/// Summarises every finished task of a run directory (also of an interrupted run); the wall
+/// time and throughput of the last finished invocation come from its `summary.json`.
 pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
     let (info, records) = load_records(dir)?;
+    let mut summary = summarize(&info.method, &records);
+    let last: Option<Summary> = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    if let Some(last) = last {
+        summary.ran = last.ran;
+        summary.resumed = last.resumed;
+        summary.wall_seconds = last.wall_seconds;
+        summary.tasks_per_minute = last.tasks_per_minute;
+    }
     Ok(RunReport {
         dir: dir.to_path_buf(),
-        summary: summarize(&info.method, &records),
+        summary,
     })
 }
 
