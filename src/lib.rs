@@ -1,4 +1,5 @@
 //! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
 
+pub mod llm;
 pub mod models;
 pub mod repo;
