@@ -107,7 +107,12 @@ pub fn resolve(name: &str) -> Result<ModelFiles, LlmError> {
     if path.is_dir() {
         return from_dir(path, name);
     }
-    if name.split('/').count() == 2 {
+    let looks_like_path = name.starts_with(['/', '.', '~']) || name.ends_with(".gguf");
+    if looks_like_path {
+        return Err(not_found(name, "no such file or folder"));
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() == 2 && parts.iter().all(|p| !p.is_empty()) {
         let repo = hf_hub::Cache::from_env().model(name.to_string());
         let get = |f: &str| {
             repo.get(f).ok_or_else(|| {
