@@ -2,10 +2,14 @@
 //! throughput, constrained-decoding overhead and prefix-cache savings.
 
 use anyhow::{Context, Result};
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::quantized_qwen2;
 use clap::Args;
+use repohop::llm::qwen::{argmax, Arch};
 use repohop::llm::{
-    CandleLlm, Constraint, GenerateRequest, GenerateResponse, Llm, LlmOptions, Message, Prompt,
-    Sampling,
+    resolve, CandleLlm, Constraint, GenerateRequest, GenerateResponse, Llm, LlmOptions, Message,
+    ModelFiles, Prompt, Sampling,
 };
 use repohop::models::DEFAULT_GENERATOR;
 
@@ -105,6 +109,10 @@ pub struct BenchLlmArgs {
     /// Calls in the shared-prefix (multi-hop) sequence; 0 skips it.
     #[arg(long, default_value_t = 10)]
     pub hops: usize,
+    /// Skip the peer (candle-transformers' quantized_qwen2 on the same GGUF, run interleaved
+    /// with ours in the same process).
+    #[arg(long)]
+    pub no_peer: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -131,7 +139,14 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
         ids.extend(llm.encode(CODE)?);
     }
     ids.truncate(args.prompt_tokens);
+    let mut peer = match (&resolve(&args.model)?, args.no_peer) {
+        (ModelFiles::Gguf { model, .. }, false) if llm.config().arch == Arch::Qwen2 => {
+            Some(PeerQwen2::load(model)?)
+        }
+        _ => None,
+    };
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+    let (mut peer_prefill, mut peer_decode) = (Vec::new(), Vec::new());
     for run in 0..args.runs {
         let (p, d) = llm
             .time_prefill_decode(&ids, args.gen_tokens)
@@ -144,7 +159,34 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
                 prefill[run], decode[run]
             );
         }
+        if let Some(peer) = &mut peer {
+            let (p, d) = peer.time_prefill_decode(&ids, args.gen_tokens)?;
+            peer_prefill.push(ids.len() as f64 / (p / 1e3));
+            peer_decode.push(args.gen_tokens as f64 / (d / 1e3));
+            if !args.json {
+                eprintln!(
+                    "run {run}: peer prefill {:.1} tok/s, decode {:.1} tok/s",
+                    peer_prefill[run], peer_decode[run]
+                );
+            }
+        }
     }
+    drop(peer);
+    let peer_report = (!peer_prefill.is_empty()).then(|| {
+        let (p, d) = (
+            median(&mut peer_prefill.clone()),
+            median(&mut peer_decode.clone()),
+        );
+        serde_json::json!({
+            "engine": "candle-transformers 0.11 quantized_qwen2",
+            "prefill_tokens_per_s": p,
+            "decode_tokens_per_s": d,
+            "prefill_tokens_per_s_runs": peer_prefill,
+            "decode_tokens_per_s_runs": peer_decode,
+            "prefill_ratio": median(&mut prefill.clone()) / p,
+            "decode_ratio": median(&mut decode.clone()) / d,
+        })
+    });
     let constrained = constrained_overhead(&mut llm)?;
     let prefix = if args.hops > 0 {
         Some(prefix_savings(&mut llm, args.hops)?)
@@ -161,6 +203,7 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
         "decode_tokens_per_s": median(&mut decode.clone()),
         "prefill_tokens_per_s_runs": prefill,
         "decode_tokens_per_s_runs": decode,
+        "peer": peer_report,
         "constrained": constrained,
         "prefix_cache": prefix,
     });
@@ -176,6 +219,7 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
             args.gen_tokens,
             args.runs
         );
+        println!("peer: {}", report["peer"]);
         println!("constrained decoding: {}", report["constrained"]);
         println!("prefix cache: {}", report["prefix_cache"]);
     }
@@ -248,4 +292,37 @@ fn prefix_savings(llm: &mut CandleLlm, hops: usize) -> Result<serde_json::Value>
         "prefill_ms_cold": cold_ms,
         "prefill_speedup": cold_ms / warm_ms.max(1e-9),
     }))
+}
+
+/// The peer: candle-transformers' own Qwen2 GGUF model, timed the same way as ours.
+struct PeerQwen2(quantized_qwen2::ModelWeights);
+
+impl PeerQwen2 {
+    fn load(path: &std::path::Path) -> Result<Self> {
+        let mut file = std::fs::File::open(path)?;
+        let content = gguf_file::Content::read(&mut file)?;
+        Ok(Self(quantized_qwen2::ModelWeights::from_gguf(
+            content,
+            &mut file,
+            &Device::Cpu,
+        )?))
+    }
+
+    fn time_prefill_decode(&mut self, ids: &[u32], new_tokens: usize) -> Result<(f64, f64)> {
+        self.0.clear_kv_cache();
+        let start = std::time::Instant::now();
+        let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
+        let mut logits: Vec<f32> = self.0.forward(&input, 0)?.flatten_all()?.to_vec1()?;
+        let prefill = start.elapsed().as_secs_f64() * 1e3;
+        let start = std::time::Instant::now();
+        for i in 0..new_tokens {
+            let input = Tensor::new(&[argmax(&logits)], &Device::Cpu)?.unsqueeze(0)?;
+            logits = self
+                .0
+                .forward(&input, ids.len() + i)?
+                .flatten_all()?
+                .to_vec1()?;
+        }
+        Ok((prefill, start.elapsed().as_secs_f64() * 1e3))
+    }
 }
