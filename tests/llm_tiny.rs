@@ -349,3 +349,22 @@ fn bad_model_files_give_clear_errors() {
         .to_string();
     assert!(e.contains("not a built-in alias"), "{e}");
 }
+
+#[test]
+fn fim_prompt_uses_the_special_tokens() {
+    let llm = engine("qwen2");
+    let prompt = Prompt::Fim {
+        prefix: "def add(a, b):\n    return ".into(),
+        suffix: "\n".into(),
+    };
+    let text = llm.render(&prompt).unwrap();
+    assert_eq!(
+        text,
+        "<|fim_prefix|>def add(a, b):\n    return <|fim_suffix|>\n<|fim_middle|>"
+    );
+    let ids = llm.encode(&text).unwrap();
+    let id = |t: &str| llm.tokenizer().token_to_id(t).unwrap();
+    assert_eq!(ids[0], id("<|fim_prefix|>"));
+    assert_eq!(ids[ids.len() - 1], id("<|fim_middle|>"));
+    assert_eq!(ids[ids.len() - 3], id("<|fim_suffix|>"));
+}
