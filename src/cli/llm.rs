@@ -65,11 +65,9 @@ pub fn run(args: LlmArgs) -> Result<()> {
             seed: args.seed,
         };
     }
-    // `--choice ""` means an empty list, which the engine rejects with a clear error.
-    let choices: Vec<String> = args.choice.into_iter().filter(|c| !c.is_empty()).collect();
-    if !choices.is_empty()
-        || std::env::args().any(|a| a == "--choice" || a.starts_with("--choice="))
-    {
+    if !args.choice.is_empty() {
+        // `--choice ""` is an empty list, which the engine rejects with a clear error.
+        let choices = args.choice.into_iter().filter(|c| !c.is_empty()).collect();
         req.constraint = Some(Constraint::OneOf(choices));
     }
     let resp = llm.generate(&req)?;
