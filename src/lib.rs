@@ -2,5 +2,6 @@
 
 pub mod eval;
 pub mod index;
+pub mod llm;
 pub mod models;
 pub mod repo;

@@ -30,6 +30,10 @@ enum Command {
     Eval(cli::eval::EvalArgs),
     /// Compare run directories side by side (markdown or JSON) and chart them.
     Report(cli::eval::ReportArgs),
+    /// Run the local LLM on one prompt (chat template, optional one-of constraint).
+    Llm(cli::llm::LlmArgs),
+    /// Benchmark the local LLM: prefill/decode tokens/s, constraint overhead, prefix cache.
+    LlmBench(cli::llm::BenchLlmArgs),
 }
 
 fn main() {
@@ -43,6 +47,8 @@ fn main() {
         Command::Bench(cmd) => cli::bench::run(cmd),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
+        Command::Llm(args) => cli::llm::run(args),
+        Command::LlmBench(args) => cli::llm::bench(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod eval;
+pub mod llm;
 pub mod models;
 pub mod repo;
