@@ -26,6 +26,8 @@ enum Command {
     /// Measure throughput on generated or real inputs.
     #[command(subcommand)]
     Bench(cli::bench::Cmd),
+    /// Run the local LLM on one prompt (chat template, optional one-of constraint).
+    Llm(cli::llm::LlmArgs),
 }
 
 fn main() {
@@ -37,6 +39,7 @@ fn main() {
         Command::Tree(args) => cli::repo::tree(args),
         Command::Show(args) => cli::repo::show(args),
         Command::Bench(cmd) => cli::bench::run(cmd),
+        Command::Llm(args) => cli::llm::run(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

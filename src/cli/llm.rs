@@ -1,0 +1,251 @@
+//! `repohop llm`: one generation call for quick checks; `repohop bench llm`: prefill/decode
+//! throughput, constrained-decoding overhead and prefix-cache savings.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use repohop::llm::{
+    CandleLlm, Constraint, GenerateRequest, GenerateResponse, Llm, LlmOptions, Message, Prompt,
+    Sampling,
+};
+use repohop::models::DEFAULT_GENERATOR;
+
+#[derive(Args)]
+pub struct LlmArgs {
+    /// The user message (or, with --raw, the whole prompt).
+    pub prompt: String,
+    /// Model alias, path to a .gguf / model folder, or a cached Hugging Face repo id.
+    #[arg(long, default_value = DEFAULT_GENERATOR)]
+    pub model: String,
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Constrain the answer to exactly one of these comma-separated choices.
+    #[arg(long, value_delimiter = ',')]
+    pub choice: Vec<String>,
+    /// System message for the chat template.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Send the prompt as is, without the chat template.
+    #[arg(long)]
+    pub raw: bool,
+    /// Extra stop string (repeatable).
+    #[arg(long)]
+    pub stop: Vec<String>,
+    /// Sample at this temperature instead of greedy decoding.
+    #[arg(long)]
+    pub temperature: Option<f32>,
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print a JSON object (text, finish_reason, token counts, timings).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: LlmArgs) -> Result<()> {
+    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    let prompt = if args.raw {
+        Prompt::Text(args.prompt)
+    } else {
+        let mut msgs: Vec<Message> = args.system.into_iter().map(Message::system).collect();
+        msgs.push(Message::user(args.prompt));
+        Prompt::Chat(msgs)
+    };
+    let mut req = GenerateRequest::new(prompt);
+    req.max_new_tokens = args.max_tokens;
+    req.stop = args.stop;
+    if let Some(temperature) = args.temperature {
+        req.sampling = Sampling::Sample {
+            temperature,
+            top_p: args.top_p,
+            seed: args.seed,
+        };
+    }
+    // `--choice ""` means an empty list, which the engine rejects with a clear error.
+    let choices: Vec<String> = args.choice.into_iter().filter(|c| !c.is_empty()).collect();
+    if !choices.is_empty()
+        || std::env::args().any(|a| a == "--choice" || a.starts_with("--choice="))
+    {
+        req.constraint = Some(Constraint::OneOf(choices));
+    }
+    let resp = llm.generate(&req)?;
+    if args.json {
+        let mut v = serde_json::to_value(&resp)?;
+        if let Some(o) = v.as_object_mut() {
+            o.remove("tokens");
+            o.insert("model".into(), args.model.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("{}", resp.text);
+        eprintln!(
+            "[{:?}: {} prompt tokens ({} cached), {} generated; prefill {:.0} ms, decode {:.0} ms]",
+            resp.finish_reason,
+            resp.prompt_tokens,
+            resp.cached_prompt_tokens,
+            resp.generated_tokens,
+            resp.prefill_ms,
+            resp.decode_ms
+        );
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct BenchLlmArgs {
+    #[arg(long, default_value = DEFAULT_GENERATOR)]
+    pub model: String,
+    /// Repetitions of the prefill/decode measurement (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    #[arg(long, default_value_t = 512)]
+    pub prompt_tokens: usize,
+    #[arg(long, default_value_t = 128)]
+    pub gen_tokens: usize,
+    /// Calls in the shared-prefix (multi-hop) sequence; 0 skips it.
+    #[arg(long, default_value_t = 10)]
+    pub hops: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+const CODE: &str = "def load_config(path):\n    with open(path) as f:\n        return json.load(f)\n\n\
+class Parser:\n    def __init__(self, text):\n        self.text = text\n        self.pos = 0\n\n    \
+def parse_args(self, argv):\n        return [a for a in argv if not a.startswith('-')]\n\n";
+
+fn median(xs: &mut [f64]) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    }
+}
+
+pub fn bench(args: BenchLlmArgs) -> Result<()> {
+    anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
+    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    let mut ids = Vec::new();
+    while ids.len() < args.prompt_tokens {
+        ids.extend(llm.encode(CODE)?);
+    }
+    ids.truncate(args.prompt_tokens);
+    let (mut prefill, mut decode) = (Vec::new(), Vec::new());
+    for run in 0..args.runs {
+        let (p, d) = llm
+            .time_prefill_decode(&ids, args.gen_tokens)
+            .with_context(|| format!("benchmark run {run}"))?;
+        prefill.push(ids.len() as f64 / (p / 1e3));
+        decode.push(args.gen_tokens as f64 / (d / 1e3));
+        if !args.json {
+            eprintln!(
+                "run {run}: prefill {:.1} tok/s, decode {:.1} tok/s",
+                prefill[run], decode[run]
+            );
+        }
+    }
+    let constrained = constrained_overhead(&mut llm)?;
+    let prefix = if args.hops > 0 {
+        Some(prefix_savings(&mut llm, args.hops)?)
+    } else {
+        None
+    };
+    let report = serde_json::json!({
+        "model": args.model,
+        "threads": candle_core::utils::get_num_threads(),
+        "prompt_tokens": ids.len(),
+        "generated_tokens": args.gen_tokens,
+        "runs": args.runs,
+        "prefill_tokens_per_s": median(&mut prefill.clone()),
+        "decode_tokens_per_s": median(&mut decode.clone()),
+        "prefill_tokens_per_s_runs": prefill,
+        "decode_tokens_per_s_runs": decode,
+        "constrained": constrained,
+        "prefix_cache": prefix,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{}: prefill {:.1} tok/s ({} tokens), decode {:.1} tok/s ({} tokens), median of {}",
+            args.model,
+            report["prefill_tokens_per_s"].as_f64().unwrap_or(0.0),
+            ids.len(),
+            report["decode_tokens_per_s"].as_f64().unwrap_or(0.0),
+            args.gen_tokens,
+            args.runs
+        );
+        println!("constrained decoding: {}", report["constrained"]);
+        println!("prefix cache: {}", report["prefix_cache"]);
+    }
+    Ok(())
+}
+
+/// A subset call over 40 function names: constraint time per token against the decode step.
+fn constrained_overhead(llm: &mut CandleLlm) -> Result<serde_json::Value> {
+    let names: Vec<String> = (0..40)
+        .map(|i| format!("module_{}.handle_request_{i}", i % 7))
+        .collect();
+    let question = format!(
+        "Which functions handle the request path? Candidates:\n{}\nAnswer with a JSON array.",
+        names.join("\n")
+    );
+    let mut req = GenerateRequest::new(Prompt::Chat(vec![Message::user(question)]));
+    req.max_new_tokens = 64;
+    req.constraint = Some(Constraint::Subset {
+        items: names,
+        max_items: 3,
+    });
+    llm.clear_cache();
+    let r: GenerateResponse = llm.generate(&req)?;
+    let n = r.generated_tokens.max(1) as f64;
+    Ok(serde_json::json!({
+        "answer": r.text,
+        "tokens": r.generated_tokens,
+        "constraint_ms_per_token": r.constraint_ms / n,
+        "decode_ms_per_token": r.decode_ms / n,
+        "overhead_pct": 100.0 * r.constraint_ms / (r.decode_ms - r.constraint_ms).max(1e-9),
+    }))
+}
+
+/// `hops` calls whose chat grows by each answer and a new question, warm (prefix cache) and
+/// cold (cache cleared before each call).
+fn prefix_savings(llm: &mut CandleLlm, hops: usize) -> Result<serde_json::Value> {
+    let system = format!("You navigate a repository to find code relevant to a task.\n{CODE}");
+    let mut run = |warm: bool| -> Result<(usize, usize, f64)> {
+        llm.clear_cache();
+        let mut msgs = vec![
+            Message::system(system.clone()),
+            Message::user("Task: parse the config. Which function first?"),
+        ];
+        let (mut total, mut computed, mut ms) = (0, 0, 0.0);
+        for hop in 0..hops {
+            if !warm {
+                llm.clear_cache();
+            }
+            let mut req = GenerateRequest::new(Prompt::Chat(msgs.clone()));
+            req.max_new_tokens = 8;
+            let r = llm.generate(&req)?;
+            total += r.prompt_tokens;
+            computed += r.prompt_tokens - r.cached_prompt_tokens;
+            ms += r.prefill_ms;
+            msgs.push(Message::assistant(r.text));
+            msgs.push(Message::user(format!(
+                "Hop {hop}: you visited it. Which function next?"
+            )));
+        }
+        Ok((total, computed, ms))
+    };
+    let (total, computed, warm_ms) = run(true)?;
+    let (_, cold_computed, cold_ms) = run(false)?;
+    Ok(serde_json::json!({
+        "calls": hops,
+        "prompt_tokens_total": total,
+        "computed_tokens_warm": computed,
+        "computed_tokens_cold": cold_computed,
+        "prefill_ms_warm": warm_ms,
+        "prefill_ms_cold": cold_ms,
+        "prefill_speedup": cold_ms / warm_ms.max(1e-9),
+    }))
+}

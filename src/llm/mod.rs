@@ -1,0 +1,158 @@
+//! Native LLM runtime: Qwen2/Qwen2.5/Qwen3 through candle, ChatML and FIM prompts, greedy or
+//! sampled decoding with stop strings, constrained decoding (one-of, subset, identifier array)
+//! and a prefix KV cache that reuses the longest common token prefix of consecutive calls.
+//!
+//! ```no_run
+//! use repohop::llm::{CandleLlm, Constraint, GenerateRequest, Llm, LlmOptions, Message, Prompt};
+//! let mut llm = CandleLlm::load("qwen2.5-coder-1.5b", &LlmOptions::default())?;
+//! let mut req = GenerateRequest::new(Prompt::Chat(vec![Message::user("2+2=? Answer only.")]));
+//! req.constraint = Some(Constraint::OneOf(vec!["3".into(), "4".into()]));
+//! let resp = llm.generate(&req)?;
+//! assert_eq!(resp.text, "4");
+//! # Ok::<(), repohop::llm::LlmError>(())
+//! ```
+
+mod chat;
+mod constraint;
+mod engine;
+mod load;
+pub mod qwen;
+mod sample;
+mod token_bytes;
+
+pub use chat::{chatml, fim_prompt, Message, Role};
+pub use constraint::{Constraint, IdentPattern, Matcher};
+pub use engine::{CandleLlm, LlmOptions};
+pub use load::{resolve, ModelFiles};
+pub use token_bytes::TokenBytes;
+
+use std::path::PathBuf;
+
+/// Errors of the LLM runtime; each names the model, file or request field concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("model {name:?} not found: {hint}")]
+    ModelNotFound { name: String, hint: String },
+    #[error("cannot load model {path}: {reason}")]
+    Load { path: PathBuf, reason: String },
+    #[error("{path}: architecture {arch:?} is not supported (supported: qwen2, qwen3); use a Qwen2/Qwen2.5/Qwen3 model")]
+    UnsupportedArchitecture { path: PathBuf, arch: String },
+    #[error("{path} is truncated: {actual} bytes, its tensors need {expected}; download it again (repohop models fetch)")]
+    Truncated {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("tokenizer {path} does not match the model: {reason}")]
+    TokenizerMismatch { path: PathBuf, reason: String },
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("the prompt is {tokens} tokens but {model} has a context window of {window}: shorten the prompt")]
+    PromptTooLong {
+        tokens: usize,
+        window: usize,
+        model: String,
+    },
+    #[error("inference failed: {0}")]
+    Inference(#[from] candle_core::Error),
+}
+
+/// What to generate from.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Prompt {
+    /// Raw text, tokenized as is (special tokens such as `<|im_start|>` are recognised).
+    Text(String),
+    /// Messages rendered with the model's chat template (ChatML), ending with the assistant
+    /// header so the model answers.
+    Chat(Vec<Message>),
+    /// Fill-in-the-middle: the model writes what goes between `prefix` and `suffix`. The
+    /// Instruct models run on past the middle; give a stop string (e.g. `"\n"`) as the cutoff.
+    Fim { prefix: String, suffix: String },
+}
+
+/// How the next token is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Sampling {
+    /// Argmax (temperature 0), the default.
+    Greedy,
+    /// Temperature sampling restricted to the smallest set of tokens with probability mass
+    /// `top_p`, reproducible for a given `seed`.
+    Sample {
+        temperature: f32,
+        top_p: f32,
+        seed: u64,
+    },
+}
+
+/// One generation call.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub prompt: Prompt,
+    /// Upper bound on generated tokens (must be ≥ 1). A constrained answer cut by it is closed
+    /// with the shortest valid completion, so it still parses (finish reason `length`).
+    pub max_new_tokens: usize,
+    pub sampling: Sampling,
+    /// Extra stop strings, matched on the decoded text and trimmed from it. Ignored while a
+    /// constraint is active (the constraint decides where the answer ends).
+    pub stop: Vec<String>,
+    pub constraint: Option<Constraint>,
+}
+
+impl GenerateRequest {
+    /// Greedy, 256 new tokens, no stops, no constraint.
+    pub fn new(prompt: Prompt) -> Self {
+        Self {
+            prompt,
+            max_new_tokens: 256,
+            sampling: Sampling::Greedy,
+            stop: Vec::new(),
+            constraint: None,
+        }
+    }
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    /// An end-of-turn/end-of-text token or a caller stop string.
+    Stop,
+    /// `max_new_tokens` or the context window was reached.
+    Length,
+    /// The constraint's answer was complete.
+    Constraint,
+}
+
+/// The answer and its accounting.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GenerateResponse {
+    pub text: String,
+    pub finish_reason: FinishReason,
+    /// Tokens in the rendered prompt.
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix KV cache (not recomputed).
+    pub cached_prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub prefill_ms: f64,
+    pub decode_ms: f64,
+    /// Time spent checking and masking tokens for the constraint (part of `decode_ms`).
+    pub constraint_ms: f64,
+    /// The generated token ids (stop tokens excluded).
+    pub tokens: Vec<u32>,
+}
+
+/// A text generator. The seam between the retrieval pipelines and a model: the candle engine
+/// implements it; tests script it; a remote LLM is planned. Calls take `&mut self` because a
+/// model holds KV state; share one across threads behind a `Mutex`.
+pub trait Llm: Send {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError>;
+    /// Tokens the prompt would take (after templating), for context budgeting.
+    fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError>;
+    /// Maximum prompt + generated tokens.
+    fn context_window(&self) -> usize;
+    /// Model name for reports.
+    fn name(&self) -> &str;
+}
