@@ -26,6 +26,8 @@ enum Command {
     /// Measure throughput on generated or real inputs.
     #[command(subcommand)]
     Bench(cli::bench::Cmd),
+    /// Regenerate a repository function from its signature and docstring (target masked).
+    Generate(cli::generate::GenerateArgs),
     /// Run the local LLM on one prompt (chat template, optional one-of constraint).
     Llm(cli::llm::LlmArgs),
 }
@@ -39,6 +41,7 @@ fn main() {
         Command::Tree(args) => cli::repo::tree(args),
         Command::Show(args) => cli::repo::show(args),
         Command::Bench(cmd) => cli::bench::run(cmd),
+        Command::Generate(args) => cli::generate::run(args),
         Command::Llm(args) => cli::llm::run(args),
     };
     if let Err(err) = result {

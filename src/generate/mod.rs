@@ -8,7 +8,7 @@ pub use postprocess::{complete_function, BodySource, Completion, PostprocessErro
 pub use prompts::ContextSnippet;
 
 use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
-use crate::repo::Lang;
+use crate::repo::{FnId, Lang, Repository};
 
 /// What is asked for: the target's header as written in its file and its docstring.
 #[derive(Debug, Clone)]
@@ -26,6 +26,32 @@ pub struct Target {
 }
 
 impl Target {
+    /// The target for a function of `repo`: its header with the original indentation, and its
+    /// docstring as the specification.
+    pub fn of(repo: &Repository, id: FnId) -> Result<Target, GenerateError> {
+        let f = repo.function(id);
+        let file = repo.function_file(id);
+        let symbols = repo.file_symbols(file);
+        let (Some(text), Some(lang)) = (
+            repo.file(file).text.as_deref(),
+            symbols.and_then(|s| s.lang),
+        ) else {
+            return Err(GenerateError::NotSource(f.path.clone()));
+        };
+        let line_start = text[..f.signature.start_byte]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let indent = f.signature.start_byte - line_start;
+        Ok(Target {
+            lang,
+            name: f.name.clone(),
+            path: f.path.clone(),
+            signature: format!("{}{}", " ".repeat(indent), repo.signature_text(id)),
+            docstring: f.docstring.clone(),
+            indent,
+        })
+    }
+
     /// The signature with its docstring, as the model sees it (the papers' "signature").
     pub fn prompt_text(&self) -> String {
         let header = postprocess::dedent(&self.signature);
@@ -88,6 +114,8 @@ pub enum GenerateError {
     Llm(#[from] LlmError),
     #[error("the target alone ({tokens} tokens) exceeds the prompt budget of {budget} tokens")]
     TargetTooLong { tokens: usize, budget: usize },
+    #[error("{0} is not a parsed source file")]
+    NotSource(String),
     #[error("{0} (raw answer: {1:?})")]
     Postprocess(PostprocessError, String),
 }

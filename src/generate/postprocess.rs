@@ -132,7 +132,7 @@ fn body_of_definition(block: &str, target: &TargetShape) -> Option<String> {
         Lang::Java => {
             let inner = block.get(body.start_byte..body.end_byte)?;
             let inner = inner.strip_prefix('{')?.strip_suffix('}')?;
-            Some(dedent(inner.trim_matches('\n')))
+            Some(dedent(inner.trim_start_matches('\n').trim_end()))
         }
     }
 }
@@ -144,7 +144,7 @@ fn java_bare_body(block: &str) -> String {
         .strip_prefix('{')
         .and_then(|t| t.strip_suffix('}'))
         .unwrap_or(trimmed);
-    dedent(inner.trim_matches('\n'))
+    dedent(inner.trim_start_matches('\n').trim_end())
 }
 
 /// The target's header followed by the body, indented for the target's position.
@@ -226,12 +226,15 @@ mod tests {
             c.body,
             "\"\"\"Doc.\"\"\"\nparts = normpath(p).split('/')\nif parts:\n    return [x for x in parts if x]\nreturn []\n"
         );
-        assert!(c.function.starts_with("def iteratepath(path):\n    \"\"\"Doc.\"\"\"\n"));
+        assert!(c
+            .function
+            .starts_with("def iteratepath(path):\n    \"\"\"Doc.\"\"\"\n"));
     }
 
     #[test]
     fn method_is_reindented_to_its_class() {
-        let answer = "```python\nclass A:\n    def size(self):\n        return len(self.items)\n```";
+        let answer =
+            "```python\nclass A:\n    def size(self):\n        return len(self.items)\n```";
         let target = TargetShape {
             lang: Lang::Python,
             name: "size",
@@ -248,11 +251,14 @@ mod tests {
 
     #[test]
     fn one_line_definition_and_bare_body() {
-        let c = complete_function("def iteratepath(p): return [p]", &py("def iteratepath(p):", 0))
-            .unwrap();
+        let c = complete_function(
+            "def iteratepath(p): return [p]",
+            &py("def iteratepath(p):", 0),
+        )
+        .unwrap();
         assert_eq!(c.body, "return [p]\n");
-        let bare = complete_function("```\n    x = 1\n    return x\n```", &py("def f():", 0))
-            .unwrap();
+        let bare =
+            complete_function("```\n    x = 1\n    return x\n```", &py("def f():", 0)).unwrap();
         assert_eq!(bare.source, BodySource::BareBody);
         assert_eq!(bare.body, "x = 1\nreturn x\n");
     }

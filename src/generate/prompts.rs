@@ -29,7 +29,12 @@ pub fn system(lang: Lang) -> String {
 pub fn context_block(snippets: &[ContextSnippet]) -> String {
     let mut out = String::new();
     for s in snippets {
-        out.push_str(&format!("# {} ({})\n{}\n", s.path, s.qualname, s.code.trim_end()));
+        out.push_str(&format!(
+            "# {} ({})\n{}\n",
+            s.path,
+            s.qualname,
+            s.code.trim_end()
+        ));
         out.push('\n');
     }
     out
