@@ -4,4 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo run --quiet -- models fetch
+# The eval tests run real pytest suites: a venv with pytest, found through REPOHOP_TEST_PYTHON.
+if [ ! -x target/test-venv/bin/python ] || ! target/test-venv/bin/python -c 'import pytest' 2>/dev/null; then
+  python3 -m venv target/test-venv
+  target/test-venv/bin/pip install -q pytest==7.4.0
+fi
+export REPOHOP_TEST_PYTHON=$PWD/target/test-venv/bin/python
 cargo test --all-targets

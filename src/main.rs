@@ -30,6 +30,10 @@ enum Command {
     Generate(cli::generate::GenerateArgs),
     /// Run the local LLM on one prompt (chat template, optional one-of constraint).
     Llm(cli::llm::LlmArgs),
+    /// Score completions by running each task's tests (DevEval Pass@1), or generate and score.
+    Eval(cli::eval::EvalArgs),
+    /// Compare run directories side by side (markdown or JSON) and chart them.
+    Report(cli::eval::ReportArgs),
 }
 
 fn main() {
@@ -43,6 +47,8 @@ fn main() {
         Command::Bench(cmd) => cli::bench::run(cmd),
         Command::Generate(args) => cli::generate::run(args),
         Command::Llm(args) => cli::llm::run(args),
+        Command::Eval(args) => cli::eval::run_eval(args),
+        Command::Report(args) => cli::eval::run_report(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

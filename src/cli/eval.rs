@@ -1,0 +1,248 @@
+//! `repohop eval` (Pass@1 batch runs) and `repohop report` (compare run directories).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
+use repohop::eval::line_metrics::score_lines;
+use repohop::eval::report::{load_run, markdown, svg_chart};
+use repohop::eval::runner::RunnerConfig;
+use repohop::eval::{method, tasks};
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Task file: DevEval JSONL records, or repohop's function-task or line-task JSONL.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Folder the tasks' project_path / completion_path are relative to (DevEval's Source_Code).
+    #[arg(long)]
+    source_root: PathBuf,
+    /// Score this DevEval-format `{namespace, completion}` JSONL instead of generating.
+    #[arg(long, conflicts_with = "method")]
+    completions: Option<PathBuf>,
+    /// Generate with this method: reference, not-implemented, direct.
+    #[arg(long)]
+    method: Option<String>,
+    /// Generator model for methods that generate: alias, local path or Hugging Face repo id.
+    #[arg(long, default_value = repohop::models::DEFAULT_GENERATOR)]
+    model: String,
+    /// Python with pytest and the projects' test dependencies.
+    #[arg(long, default_value = "python3")]
+    python: PathBuf,
+    /// Test tasks in parallel, each in its own copy of the project.
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// Only the first N tasks (of the shard).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// `i/n`: this run takes every n-th task starting with the i-th (1-based).
+    #[arg(long)]
+    shard: Option<String>,
+    /// Seconds for all tests of one task.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Address-space limit for test processes, in MiB (0: none).
+    #[arg(long, default_value_t = 4096)]
+    memory_mb: u64,
+    /// Run directory (resumable); default `eval-runs/<method>`.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// No per-task progress lines on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// Run directories written by `repohop eval`.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Print a JSON array of run summaries instead of markdown tables.
+    #[arg(long)]
+    json: bool,
+    /// Write an SVG chart of Pass@1 and time per phase per method.
+    #[arg(long)]
+    chart: Option<PathBuf>,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C / SIGTERM stop the run cleanly: running tests are killed, temp copies removed, and
+/// the run directory keeps every finished task.
+fn install_stop_handler() {
+    let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize)> {
+    let (i, n) = s
+        .split_once('/')
+        .with_context(|| format!("--shard {s}: want i/n, e.g. 1/4"))?;
+    let (i, n): (usize, usize) = (
+        i.trim()
+            .parse()
+            .with_context(|| format!("--shard {s}: bad i"))?,
+        n.trim()
+            .parse()
+            .with_context(|| format!("--shard {s}: bad n"))?,
+    );
+    if n == 0 || i == 0 || i > n {
+        bail!("--shard {s}: want 1 <= i <= n");
+    }
+    Ok((i, n))
+}
+
+pub fn run_eval(args: EvalArgs) -> Result<()> {
+    let lines: Vec<_> = tasks::load_tasks(&args.tasks)?
+        .into_iter()
+        .filter_map(|t| match t {
+            tasks::Task::Line(l) => Some(l),
+            tasks::Task::Function(_) => None,
+        })
+        .collect();
+    if !lines.is_empty() {
+        return score_line_tasks(&args, &lines);
+    }
+    let source = match (&args.completions, &args.method) {
+        (Some(c), None) => Source::Completions(c.clone()),
+        (None, Some(m)) => Source::Method(
+            method::builtin(m, &args.model).map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
+        ),
+        _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
+    };
+    if !args.source_root.is_dir() {
+        bail!(
+            "--source-root {}: not a directory (it should hold the projects named by project_path)",
+            args.source_root.display()
+        );
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = args.method.clone().unwrap_or_else(|| "completions".into());
+        PathBuf::from("eval-runs").join(name)
+    });
+    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+    install_stop_handler();
+    let cfg = BatchConfig {
+        tasks_file: args.tasks.clone(),
+        source_root: args.source_root.clone(),
+        out: out.clone(),
+        runner: RunnerConfig {
+            python: args.python.clone(),
+            timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
+            memory_bytes: (args.memory_mb > 0).then_some(args.memory_mb << 20),
+            ..RunnerConfig::default()
+        },
+        jobs: args.jobs,
+        limit: args.limit,
+        shard,
+        cancel: &STOP,
+        progress: !args.quiet,
+    };
+    let summary = match run_batch(&cfg, source) {
+        Ok(s) => s,
+        Err(e) if STOP.load(Ordering::SeqCst) => {
+            eprintln!("{e}");
+            std::process::exit(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary, &out);
+    }
+    Ok(())
+}
+
+/// Line tasks: no tests to run, only EM / ES / ID-EM / ID-F1 in both definitions.
+fn score_line_tasks(args: &EvalArgs, lines: &[tasks::LineTask]) -> Result<()> {
+    let Some(path) = &args.completions else {
+        bail!(
+            "{} holds line tasks: score predictions with --completions FILE ({{\"id\", \"completion\"}} JSONL)",
+            args.tasks.display()
+        );
+    };
+    let s = score_lines(lines, &load_completions(path)?);
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(());
+    }
+    println!("{} line tasks, {} without a prediction", s.total, s.missing);
+    println!("| definition | EM % | ES % | ID-EM % | ID-F1 % |");
+    println!("|---|---:|---:|---:|---:|");
+    for (name, m) in [("CrossCodeEval", s.cceval), ("GraphCoder", s.graphcoder)] {
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            100.0 * m.em,
+            100.0 * m.es,
+            100.0 * m.id_em,
+            100.0 * m.id_f1
+        );
+    }
+    Ok(())
+}
+
+fn print_summary(s: &Summary, out: &std::path::Path) {
+    println!(
+        "{}: Pass@1 {:.1}% ({}/{}) · {} run now, {} resumed · {:.1} s wall, {:.1} tasks/min",
+        s.method,
+        100.0 * s.pass_at_1,
+        s.passed,
+        s.total,
+        s.ran,
+        s.resumed,
+        s.wall_seconds,
+        s.tasks_per_minute
+    );
+    let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("outcomes: {}", outcomes.join(", "));
+    let report = repohop::eval::report::RunReport {
+        dir: out.to_path_buf(),
+        summary: s.clone(),
+    };
+    println!();
+    print!("{}", markdown(std::slice::from_ref(&report)));
+    println!();
+    println!("by project:");
+    for (p, sc) in &s.by_project {
+        println!(
+            "  {p:<30} {:>5.1}% ({}/{})",
+            100.0 * sc.pass_at_1,
+            sc.passed,
+            sc.total
+        );
+    }
+    println!("run directory: {}", out.display());
+}
+
+pub fn run_report(args: ReportArgs) -> Result<()> {
+    let runs = args
+        .runs
+        .iter()
+        .map(|d| load_run(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(path) = &args.chart {
+        std::fs::write(path, svg_chart(&runs))
+            .with_context(|| format!("cannot write chart {}", path.display()))?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&runs)?);
+    } else {
+        print!("{}", markdown(&runs));
+    }
+    Ok(())
+}

@@ -1,0 +1,619 @@
+//! Batch runs over a task file: generate (or read) completions, score them in parallel, and
+//! keep everything in a run directory that an interrupted run resumes from.
+//!
+//! RUN_DIR layout (every file written atomically: temp file + rename):
+//! - `run.json`: method, task file, source root, Python, limits;
+//! - `tasks/<namespace>/completion.json`: `{namespace, completion}` (+ context for recall);
+//! - `tasks/<namespace>/trace.json`: the method's trace;
+//! - `tasks/<namespace>/result.json`: the verdict, recall, per-phase times and tokens;
+//! - `completions.jsonl`: all completions in DevEval's `{namespace, completion}` format;
+//! - `summary.json`: the summary of the last finished run.
+//!
+//! A task is finished when its `result.json` exists; a resumed run skips it. A completion
+//! without a result is scored again without generating again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::method::{Generated, Method, MethodInput, Phase};
+use super::metrics::{dependency_recall, pass_summary, Score};
+use super::runner::{run_task, Outcome, RunnerConfig, TaskResult};
+use super::tasks::{load_function_tasks, FunctionTask};
+use super::EvalError;
+
+/// Where completions come from.
+pub enum Source {
+    /// Generate with a pipeline.
+    Method(Box<dyn Method>),
+    /// Score an existing DevEval-format completions file.
+    Completions(PathBuf),
+}
+
+pub struct BatchConfig<'a> {
+    pub tasks_file: PathBuf,
+    pub source_root: PathBuf,
+    pub out: PathBuf,
+    pub runner: RunnerConfig,
+    pub jobs: usize,
+    pub limit: Option<usize>,
+    /// `(i, n)`, 1-based: this run takes tasks whose 0-based index `k` has `k % n == i - 1`.
+    pub shard: Option<(usize, usize)>,
+    /// Set from a signal handler: stop scheduling, kill running tests, keep RUN_DIR resumable.
+    pub cancel: &'a AtomicBool,
+    /// Print one progress line per finished task, with an ETA, on stderr.
+    pub progress: bool,
+}
+
+/// What `run.json` records; a resumed run must agree on the method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub method: String,
+    pub tasks_file: PathBuf,
+    pub source_root: PathBuf,
+    #[serde(default)]
+    pub completions_file: Option<PathBuf>,
+    pub python: PathBuf,
+    pub timeout_s: f64,
+}
+
+/// `result.json`: the verdict plus what generation cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    #[serde(flatten)]
+    pub result: TaskResult,
+    /// Dependency recall of the final context; `None` without context or dependencies.
+    pub recall: Option<f64>,
+    pub phases: Vec<Phase>,
+}
+
+/// Totals and means of one phase over the summarised tasks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PhaseStats {
+    pub name: String,
+    pub seconds_total: f64,
+    pub seconds_mean: f64,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+}
+
+/// The summary `eval --json` prints and `summary.json` holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub method: String,
+    pub pass_at_1: f64,
+    pub passed: usize,
+    pub total: usize,
+    pub by_kind: BTreeMap<String, Score>,
+    pub by_project: BTreeMap<String, Score>,
+    /// Counts of `pass`, `fail`, `timeout`, `error`.
+    pub outcomes: BTreeMap<String, usize>,
+    /// Mean dependency recall over tasks that have one; `None` when none has.
+    pub recall: Option<f64>,
+    pub recall_tasks: usize,
+    /// Generation phases in first-seen order, then `test` (running the tests).
+    pub phases: Vec<PhaseStats>,
+    /// Tasks scored by this invocation (the rest were finished before and skipped).
+    pub ran: usize,
+    pub resumed: usize,
+    /// Wall time of this invocation and its throughput in scored tasks per minute.
+    pub wall_seconds: f64,
+    pub tasks_per_minute: f64,
+}
+
+/// Summarises records (of one method).
+pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
+    let pass = pass_summary(records.iter().map(|r| &r.result));
+    let recalls: Vec<f64> = records.iter().filter_map(|r| r.recall).collect();
+    let mut phases: Vec<PhaseStats> = Vec::new();
+    for p in records.iter().flat_map(|r| &r.phases) {
+        let at = match phases.iter().position(|s| s.name == p.name) {
+            Some(i) => i,
+            None => {
+                phases.push(PhaseStats {
+                    name: p.name.clone(),
+                    ..PhaseStats::default()
+                });
+                phases.len() - 1
+            }
+        };
+        let s = &mut phases[at];
+        s.seconds_total += p.seconds;
+        s.tokens_in += p.tokens_in;
+        s.tokens_out += p.tokens_out;
+    }
+    phases.push(PhaseStats {
+        name: "test".into(),
+        seconds_total: records.iter().map(|r| r.result.test_seconds).sum(),
+        ..PhaseStats::default()
+    });
+    let n = records.len().max(1) as f64;
+    for s in &mut phases {
+        s.seconds_mean = s.seconds_total / n;
+    }
+    Summary {
+        method: method.to_string(),
+        pass_at_1: pass.overall.pass_at_1,
+        passed: pass.overall.passed,
+        total: pass.overall.total,
+        by_kind: pass.by_kind,
+        by_project: pass.by_project,
+        outcomes: pass.outcomes,
+        recall: (!recalls.is_empty()).then(|| recalls.iter().sum::<f64>() / recalls.len() as f64),
+        recall_tasks: recalls.len(),
+        phases,
+        ..Summary::default()
+    }
+}
+
+/// Tasks this run covers: the shard, then the first `limit` of it.
+pub fn select(
+    tasks: Vec<FunctionTask>,
+    shard: Option<(usize, usize)>,
+    limit: Option<usize>,
+) -> Vec<FunctionTask> {
+    tasks
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| shard.is_none_or(|(i, n)| k % n == i - 1))
+        .map(|(_, t)| t)
+        .take(limit.unwrap_or(usize::MAX))
+        .collect()
+}
+
+/// Reads DevEval's `{namespace, completion}` JSONL (`id` for line tasks); the first
+/// completion of a namespace counts.
+pub fn load_completions(path: &Path) -> Result<HashMap<String, String>, EvalError> {
+    #[derive(Deserialize)]
+    struct Line {
+        #[serde(alias = "id")]
+        namespace: String,
+        completion: String,
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| EvalError::io(path, e))?;
+    let mut out = HashMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let l: Line = serde_json::from_str(raw).map_err(|e| EvalError::Record {
+            path: path.to_path_buf(),
+            line: i + 1,
+            msg: format!("expected {{\"namespace\": ..., \"completion\": ...}}: {e}"),
+        })?;
+        out.entry(l.namespace).or_insert(l.completion);
+    }
+    Ok(out)
+}
+
+/// The per-task folder name: the namespace with anything unusual replaced.
+pub fn task_dir(out: &Path, namespace: &str) -> PathBuf {
+    let mut name: String = namespace
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.starts_with('.') {
+        name.insert(0, '_');
+    }
+    out.join("tasks").join(name)
+}
+
+/// Writes `data` to `path` through a temp file in the same directory and a rename.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), EvalError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| EvalError::io(dir, e))?;
+    tmp.write_all(data).map_err(|e| EvalError::io(path, e))?;
+    tmp.persist(path)
+        .map_err(|e| EvalError::io(path, e.error))?;
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
+    let mut data = serde_json::to_vec_pretty(value)
+        .map_err(|e| EvalError::Invalid(format!("{}: {e}", path.display())))?;
+    data.push(b'\n');
+    write_atomic(path, &data)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+#[derive(Serialize, Deserialize)]
+struct CompletionFile {
+    namespace: String,
+    completion: String,
+    #[serde(default)]
+    context: Option<Vec<String>>,
+    #[serde(default)]
+    phases: Vec<Phase>,
+}
+
+/// Loads the records of a run directory (all tasks that have a result), in folder order.
+pub fn load_records(out: &Path) -> Result<(RunInfo, Vec<TaskRecord>), EvalError> {
+    let info_path = out.join("run.json");
+    let info: RunInfo = read_json(&info_path).ok_or_else(|| {
+        EvalError::Invalid(format!(
+            "{}: missing or unreadable; is {} a run directory written by `repohop eval`?",
+            info_path.display(),
+            out.display()
+        ))
+    })?;
+    let tasks = out.join("tasks");
+    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(&tasks) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    dirs.sort();
+    let records = dirs
+        .iter()
+        .filter_map(|d| read_json::<TaskRecord>(&d.join("result.json")))
+        .collect();
+    Ok((info, records))
+}
+
+/// Runs (or resumes) a batch and returns its summary; `Err` when cancelled (RUN_DIR stays
+/// resumable) or when the inputs are unusable.
+pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError> {
+    let started = Instant::now();
+    if cfg.jobs == 0 {
+        return Err(EvalError::Invalid("--jobs must be at least 1".into()));
+    }
+    if let Some((i, n)) = cfg.shard {
+        if n == 0 || i == 0 || i > n {
+            return Err(EvalError::Invalid(format!(
+                "--shard {i}/{n}: want i/n with 1 <= i <= n"
+            )));
+        }
+    }
+    let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
+    let (method_name, completions, mut method) = match source {
+        Source::Method(m) => (m.name().to_string(), None, Some(m)),
+        Source::Completions(path) => {
+            let c = load_completions(&path)?;
+            (
+                format!("completions:{}", file_stem(&path)),
+                Some((path, c)),
+                None,
+            )
+        }
+    };
+    let info = RunInfo {
+        method: method_name.clone(),
+        tasks_file: cfg.tasks_file.clone(),
+        source_root: cfg.source_root.clone(),
+        completions_file: completions.as_ref().map(|(p, _)| p.clone()),
+        python: cfg.runner.python.clone(),
+        timeout_s: cfg.runner.timeout.as_secs_f64(),
+    };
+    let info_path = cfg.out.join("run.json");
+    if let Some(old) = read_json::<RunInfo>(&info_path) {
+        if old.method != info.method {
+            return Err(EvalError::Invalid(format!(
+                "{} holds a run of `{}`, not `{}`; choose another --out",
+                cfg.out.display(),
+                old.method,
+                info.method
+            )));
+        }
+    }
+    write_json(&info_path, &info)?;
+
+    let finished: Vec<bool> = tasks
+        .iter()
+        .map(|t| {
+            read_json::<TaskRecord>(&task_dir(&cfg.out, &t.namespace).join("result.json")).is_some()
+        })
+        .collect();
+    let resumed = finished.iter().filter(|f| **f).count();
+    let todo = tasks.len() - resumed;
+    let progress = Progress::new(todo, cfg.progress, started);
+
+    let (tx, rx) = mpsc::sync_channel::<(usize, String, Option<Vec<String>>, Vec<Phase>)>(cfg.jobs);
+    let rx = Mutex::new(rx);
+    let failure: Mutex<Option<EvalError>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..cfg.jobs {
+            scope.spawn(|| loop {
+                let next = rx.lock().ok().and_then(|r| r.recv().ok());
+                let Some((k, completion, context, phases)) = next else {
+                    break;
+                };
+                if cfg.cancel.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let task = &tasks[k];
+                let result = run_task(task, &completion, &cfg.source_root, &cfg.runner, cfg.cancel);
+                if cfg.cancel.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let record = TaskRecord {
+                    recall: context.and_then(|c| dependency_recall(&c, &task.dependency)),
+                    result,
+                    phases,
+                };
+                let path = task_dir(&cfg.out, &task.namespace).join("result.json");
+                if let Err(e) = write_json(&path, &record) {
+                    if let Ok(mut f) = failure.lock() {
+                        f.get_or_insert(e);
+                    }
+                    cfg.cancel.store(true, Ordering::SeqCst);
+                    continue;
+                }
+                progress.finished(&record.result);
+            });
+        }
+        for (k, task) in tasks.iter().enumerate() {
+            if finished[k] {
+                continue;
+            }
+            if cfg.cancel.load(Ordering::SeqCst) {
+                break;
+            }
+            let item = match prepare(cfg, task, method.as_mut(), completions.as_ref()) {
+                Ok(Some((c, ctx, phases))) => (k, c, ctx, phases),
+                Ok(None) => continue,
+                Err(e) => {
+                    if let Ok(mut f) = failure.lock() {
+                        f.get_or_insert(e);
+                    }
+                    cfg.cancel.store(true, Ordering::SeqCst);
+                    break;
+                }
+            };
+            if tx.send(item).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+    });
+    if let Some(e) = failure.into_inner().ok().flatten() {
+        return Err(e);
+    }
+    if cfg.cancel.load(Ordering::SeqCst) {
+        let done = tasks
+            .iter()
+            .filter(|t| {
+                task_dir(&cfg.out, &t.namespace)
+                    .join("result.json")
+                    .is_file()
+            })
+            .count();
+        return Err(EvalError::Invalid(format!(
+            "interrupted with {done} of {} tasks finished; rerun the same command to resume from {}",
+            tasks.len(),
+            cfg.out.display()
+        )));
+    }
+
+    let mut records = Vec::with_capacity(tasks.len());
+    let mut lines = String::new();
+    for t in &tasks {
+        let dir = task_dir(&cfg.out, &t.namespace);
+        if let Some(r) = read_json::<TaskRecord>(&dir.join("result.json")) {
+            records.push(r);
+        }
+        if let Some(c) = read_json::<CompletionFile>(&dir.join("completion.json")) {
+            let line = serde_json::json!({"namespace": c.namespace, "completion": c.completion});
+            lines.push_str(&line.to_string());
+            lines.push('\n');
+        }
+    }
+    write_atomic(&cfg.out.join("completions.jsonl"), lines.as_bytes())?;
+    let mut summary = summarize(&method_name, &records);
+    summary.ran = todo;
+    summary.resumed = resumed;
+    summary.wall_seconds = started.elapsed().as_secs_f64();
+    summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
+    write_json(&cfg.out.join("summary.json"), &summary)?;
+    Ok(summary)
+}
+
+type Prepared = (String, Option<Vec<String>>, Vec<Phase>);
+
+/// The completion for one task: from an earlier run, from the completions file, or generated
+/// now (then saved with its trace before any test runs). `Ok(None)`: recorded as an error.
+fn prepare(
+    cfg: &BatchConfig,
+    task: &FunctionTask,
+    method: Option<&mut Box<dyn Method>>,
+    completions: Option<&(PathBuf, HashMap<String, String>)>,
+) -> Result<Option<Prepared>, EvalError> {
+    let dir = task_dir(&cfg.out, &task.namespace);
+    if let Some(c) = read_json::<CompletionFile>(&dir.join("completion.json")) {
+        return Ok(Some((c.completion, c.context, c.phases)));
+    }
+    let generated = match (method, completions) {
+        (_, Some((path, map))) => match map.get(&task.namespace) {
+            Some(c) => Generated {
+                completion: c.clone(),
+                ..Generated::default()
+            },
+            None => {
+                let msg = format!("no completion for this namespace in {}", path.display());
+                return record_error(cfg, task, msg).map(|_| None);
+            }
+        },
+        (Some(m), None) => {
+            let input = MethodInput {
+                task,
+                source_root: &cfg.source_root,
+                cancel: cfg.cancel,
+            };
+            match m.generate(&input) {
+                Ok(g) => g,
+                Err(_) if cfg.cancel.load(Ordering::SeqCst) => return Ok(None),
+                Err(e) => {
+                    let msg = format!("generation failed: {e}");
+                    return record_error(cfg, task, msg).map(|_| None);
+                }
+            }
+        }
+        (None, None) => return Err(EvalError::Invalid("no method and no completions".into())),
+    };
+    write_json(&dir.join("trace.json"), &generated.trace)?;
+    let file = CompletionFile {
+        namespace: task.namespace.clone(),
+        completion: generated.completion,
+        context: generated.context,
+        phases: generated.phases,
+    };
+    write_json(&dir.join("completion.json"), &file)?;
+    Ok(Some((file.completion, file.context, file.phases)))
+}
+
+fn record_error(cfg: &BatchConfig, task: &FunctionTask, msg: String) -> Result<(), EvalError> {
+    let record = TaskRecord {
+        result: TaskResult::new(task, Outcome::Error, Some(msg)),
+        recall: None,
+        phases: Vec::new(),
+    };
+    write_json(
+        &task_dir(&cfg.out, &task.namespace).join("result.json"),
+        &record,
+    )
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "completions".into())
+}
+
+/// One stderr line per finished task: count, verdict, ETA from the mean time so far.
+struct Progress {
+    todo: usize,
+    enabled: bool,
+    started: Instant,
+    done: Mutex<(usize, usize)>,
+}
+
+impl Progress {
+    fn new(todo: usize, enabled: bool, started: Instant) -> Self {
+        Progress {
+            todo,
+            enabled,
+            started,
+            done: Mutex::new((0, 0)),
+        }
+    }
+
+    fn finished(&self, r: &TaskResult) {
+        let Ok(mut done) = self.done.lock() else {
+            return;
+        };
+        done.0 += 1;
+        done.1 += (r.outcome == Outcome::Pass) as usize;
+        if !self.enabled {
+            return;
+        }
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let eta = elapsed / done.0 as f64 * (self.todo - done.0) as f64;
+        let verdict = r.outcome.as_str();
+        eprintln!(
+            "[{}/{}] {verdict:<7} {} ({:.1} s) passed {} · elapsed {:.0} s · ETA {:.0} s",
+            done.0, self.todo, r.namespace, r.test_seconds, done.1, elapsed, eta
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::runner::TaskResult;
+    use crate::eval::tasks::Dependency;
+
+    fn task(ns: &str) -> FunctionTask {
+        FunctionTask {
+            namespace: ns.into(),
+            kind: None,
+            project_path: "p".into(),
+            completion_path: "p/m.py".into(),
+            signature_position: None,
+            body_position: None,
+            dependency: Dependency::default(),
+            requirement: None,
+            tests: vec!["t".into()],
+            indent: None,
+        }
+    }
+
+    #[test]
+    fn shards_partition_and_limit_applies_within_a_shard() {
+        let tasks: Vec<FunctionTask> = (0..7).map(|i| task(&format!("m.f{i}"))).collect();
+        let names = |v: Vec<FunctionTask>| v.into_iter().map(|t| t.namespace).collect::<Vec<_>>();
+        assert_eq!(
+            names(select(tasks.clone(), Some((1, 3)), None)),
+            ["m.f0", "m.f3", "m.f6"]
+        );
+        assert_eq!(
+            names(select(tasks.clone(), Some((3, 3)), None)),
+            ["m.f2", "m.f5"]
+        );
+        assert_eq!(
+            names(select(tasks.clone(), Some((2, 3)), Some(1))),
+            ["m.f1"]
+        );
+        assert_eq!(select(tasks, None, Some(4)).len(), 4);
+    }
+
+    #[test]
+    fn task_dirs_stay_inside_the_run() {
+        let out = Path::new("/r");
+        assert_eq!(
+            task_dir(out, "a.b.C.__init__"),
+            Path::new("/r/tasks/a.b.C.__init__")
+        );
+        assert_eq!(task_dir(out, "../x/y"), Path::new("/r/tasks/_.._x_y"));
+        assert_eq!(task_dir(out, ""), Path::new("/r/tasks/_"));
+    }
+
+    #[test]
+    fn summary_adds_phases_and_recall() {
+        let rec = |outcome, secs: f64, recall, tokens| TaskRecord {
+            result: TaskResult {
+                test_seconds: secs,
+                ..TaskResult::new(&task("m.f"), outcome, None)
+            },
+            recall,
+            phases: vec![Phase {
+                name: "generation".into(),
+                seconds: 2.0,
+                tokens_in: tokens,
+                tokens_out: 10,
+            }],
+        };
+        let s = summarize(
+            "m",
+            &[
+                rec(Outcome::Pass, 1.0, Some(0.5), 100),
+                rec(Outcome::Fail, 3.0, None, 300),
+            ],
+        );
+        assert_eq!((s.passed, s.total, s.pass_at_1), (1, 2, 0.5));
+        assert_eq!((s.recall, s.recall_tasks), (Some(0.5), 1));
+        assert_eq!(s.phases[0].name, "generation");
+        assert_eq!(
+            (s.phases[0].seconds_total, s.phases[0].seconds_mean),
+            (4.0, 2.0)
+        );
+        assert_eq!((s.phases[0].tokens_in, s.phases[0].tokens_out), (400, 20));
+        assert_eq!(
+            (s.phases[1].name.as_str(), s.phases[1].seconds_mean),
+            ("test", 2.0)
+        );
+    }
+}

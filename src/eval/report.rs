@@ -1,0 +1,249 @@
+//! Side-by-side comparison of run directories: markdown tables, JSON, and an SVG chart.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::batch::{load_records, summarize, Summary};
+use super::tasks::DepKind;
+use super::EvalError;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub dir: PathBuf,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
+
+/// Summarises every finished task of a run directory (also of an interrupted run); the wall
+/// time and throughput of the last finished invocation come from its `summary.json`.
+pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
+    let (info, records) = load_records(dir)?;
+    let mut summary = summarize(&info.method, &records);
+    let last: Option<Summary> = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    if let Some(last) = last {
+        summary.ran = last.ran;
+        summary.resumed = last.resumed;
+        summary.wall_seconds = last.wall_seconds;
+        summary.tasks_per_minute = last.tasks_per_minute;
+    }
+    Ok(RunReport {
+        dir: dir.to_path_buf(),
+        summary,
+    })
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}", 100.0 * x)
+}
+
+/// Phase names over all runs, first-seen order, `test` last.
+fn phase_names(runs: &[RunReport]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for p in runs.iter().flat_map(|r| &r.summary.phases) {
+        if p.name != "test" && !names.contains(&p.name) {
+            names.push(p.name.clone());
+        }
+    }
+    names.push("test".into());
+    names
+}
+
+/// Two markdown tables: Pass@1 (overall, by dependency kind, recall) and cost per phase
+/// (mean seconds per task; tokens per task in/out where a method counted any).
+pub fn markdown(runs: &[RunReport]) -> String {
+    let mut s = String::new();
+    let kinds: Vec<&str> = DepKind::ALL.iter().map(|k| k.as_str()).collect();
+    let _ = writeln!(
+        s,
+        "| method | tasks | passed | Pass@1 % | {} | recall % |",
+        kinds.join(" % | ") + " %"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---:|---:|---:|{}---:|",
+        "---:|".repeat(kinds.len())
+    );
+    for r in runs {
+        let m = &r.summary;
+        let by_kind: Vec<String> = kinds
+            .iter()
+            .map(|k| match m.by_kind.get(*k) {
+                Some(sc) if sc.total > 0 => format!("{} ({})", pct(sc.pass_at_1), sc.total),
+                _ => "–".into(),
+            })
+            .collect();
+        let recall = m.recall.map_or("–".into(), pct);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            m.method,
+            m.total,
+            m.passed,
+            pct(m.pass_at_1),
+            by_kind.join(" | "),
+            recall
+        );
+    }
+    let names = phase_names(runs);
+    let generation = &names[..names.len() - 1];
+    let _ = writeln!(s);
+    let mut header = String::from("| method |");
+    for n in generation {
+        let _ = write!(header, " {n} s/task | {n} tokens in/out |");
+    }
+    let _ = writeln!(s, "{header} test s/task | total s/task |");
+    let _ = writeln!(
+        s,
+        "|---|{}---:|---:|",
+        "---:|---:|".repeat(generation.len())
+    );
+    for r in runs {
+        let m = &r.summary;
+        let n = m.total.max(1) as f64;
+        let mut cells = Vec::new();
+        for name in generation {
+            match m.phases.iter().find(|p| &p.name == name) {
+                Some(p) => {
+                    cells.push(format!("{:.3}", p.seconds_mean));
+                    cells.push(if p.tokens_in + p.tokens_out > 0 {
+                        format!(
+                            "{:.0}/{:.0}",
+                            p.tokens_in as f64 / n,
+                            p.tokens_out as f64 / n
+                        )
+                    } else {
+                        "–".into()
+                    });
+                }
+                None => cells.extend(["–".to_string(), "–".to_string()]),
+            }
+        }
+        let test = m
+            .phases
+            .iter()
+            .find(|p| p.name == "test")
+            .map_or(0.0, |p| p.seconds_mean);
+        let total: f64 = m.phases.iter().map(|p| p.seconds_mean).sum();
+        let _ = writeln!(
+            s,
+            "| {} | {}{:.3} | {:.3} |",
+            m.method,
+            cells.iter().map(|c| format!("{c} | ")).collect::<String>(),
+            test,
+            total
+        );
+    }
+    s
+}
+
+const PALETTE: [&str; 8] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Two panels: Pass@1 per method (bars, 0–100 %), and mean seconds per task per method
+/// stacked by phase, with a legend.
+pub fn svg_chart(runs: &[RunReport]) -> String {
+    let names = phase_names(runs);
+    let row = 28.0;
+    let label_w = 170.0;
+    let panel_w = 300.0;
+    let top = 40.0;
+    let height = top + row * runs.len().max(1) as f64 + 60.0 + 18.0 * names.len() as f64;
+    let width = label_w + panel_w + 40.0 + label_w + panel_w + 40.0;
+    let max_s = runs
+        .iter()
+        .map(|r| r.summary.phases.iter().map(|p| p.seconds_mean).sum::<f64>())
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let x2 = label_w + panel_w + 40.0;
+    let _ = writeln!(
+        s,
+        r#"<text x="{label_w}" y="20" font-weight="bold">Pass@1 (%)</text>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.0}" y="20" font-weight="bold">Mean seconds per task, by phase (max {max_s:.2} s)</text>"#,
+        x2 + label_w
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let y = top + row * i as f64;
+        let m = &r.summary;
+        let name = esc(&m.method);
+        let w = panel_w * m.pass_at_1;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.0}" y="{:.0}" text-anchor="end">{name}</text>"#,
+            label_w - 6.0,
+            y + 15.0
+        );
+        let _ = writeln!(
+            s,
+            r##"<rect x="{label_w}" y="{y:.0}" width="{w:.1}" height="20" fill="#4e79a7"/><text x="{:.1}" y="{:.0}">{} ({}/{})</text>"##,
+            label_w + w + 4.0,
+            y + 15.0,
+            pct(m.pass_at_1),
+            m.passed,
+            m.total
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.0}" y="{:.0}" text-anchor="end">{name}</text>"#,
+            x2 + label_w - 6.0,
+            y + 15.0
+        );
+        let mut x = x2 + label_w;
+        for (k, phase) in names.iter().enumerate() {
+            let Some(p) = m.phases.iter().find(|p| &p.name == phase) else {
+                continue;
+            };
+            let w = panel_w * p.seconds_mean / max_s;
+            let _ = writeln!(
+                s,
+                r#"<rect x="{x:.1}" y="{y:.0}" width="{w:.1}" height="20" fill="{}"><title>{}: {:.3} s</title></rect>"#,
+                PALETTE[k % PALETTE.len()],
+                esc(phase),
+                p.seconds_mean
+            );
+            x += w;
+        }
+        let total: f64 = m.phases.iter().map(|p| p.seconds_mean).sum();
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.0}">{total:.2} s</text>"#,
+            x + 4.0,
+            y + 15.0
+        );
+    }
+    let legend_y = top + row * runs.len().max(1) as f64 + 30.0;
+    for (k, phase) in names.iter().enumerate() {
+        let y = legend_y + 18.0 * k as f64;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{:.0}" y="{y:.0}" width="12" height="12" fill="{}"/><text x="{:.0}" y="{:.0}">{}</text>"#,
+            x2 + label_w,
+            PALETTE[k % PALETTE.len()],
+            x2 + label_w + 18.0,
+            y + 11.0,
+            esc(phase)
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -1,0 +1,278 @@
+//! Pass@1 for one completion: splice it into a private copy of the project and run the task's
+//! tests there, each under the configured Python with a timeout and a memory limit.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::body::{self, BodySpan};
+use super::locate;
+use super::sandbox::{self, Exit, Limits};
+use super::tasks::{DepKind, FunctionTask};
+use super::EvalError;
+
+/// How tests are run.
+#[derive(Debug, Clone)]
+pub struct RunnerConfig {
+    /// The Python that has pytest and the project's test dependencies.
+    pub python: PathBuf,
+    /// For all of a task's tests together.
+    pub timeout: Duration,
+    pub memory_bytes: Option<u64>,
+    /// Bytes of test output kept in each result.
+    pub output_tail: usize,
+    /// Mount the source root read-only for test processes when the kernel allows it.
+    pub guard_source: bool,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            python: PathBuf::from("python3"),
+            timeout: Duration::from_secs(60),
+            memory_bytes: Some(4 << 30),
+            output_tail: 2000,
+            guard_source: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Every test passed.
+    Pass,
+    /// A test failed, or the body was trivial (`pass`).
+    Fail,
+    /// The tests ran past the timeout; the process group was killed.
+    Timeout,
+    /// The harness could not run the task (target not found, Python missing, generation error).
+    Error,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Timeout => "timeout",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// The verdict on one task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskResult {
+    pub namespace: String,
+    pub project: String,
+    pub kinds: Vec<DepKind>,
+    pub outcome: Outcome,
+    /// The first test that did not pass, if any ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_test: Option<String>,
+    pub tests_run: usize,
+    pub test_seconds: f64,
+    /// Why, in words, when not `pass`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The tail of the last test run's output.
+    #[serde(default)]
+    pub output_tail: String,
+}
+
+impl TaskResult {
+    pub fn new(task: &FunctionTask, outcome: Outcome, message: Option<String>) -> Self {
+        TaskResult {
+            namespace: task.namespace.clone(),
+            project: task.project_path.clone(),
+            kinds: task.dependency.kinds(),
+            outcome,
+            failed_test: None,
+            tests_run: 0,
+            test_seconds: 0.0,
+            message,
+            output_tail: String::new(),
+        }
+    }
+}
+
+/// The file text and located body of a task's target in the (unmodified) source tree.
+pub fn read_target(
+    task: &FunctionTask,
+    source_root: &Path,
+) -> Result<(String, BodySpan), EvalError> {
+    let path = source_root.join(&task.completion_path);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        EvalError::task(
+            &task.namespace,
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    // Recorded positions first; when they don't describe the target (shifted file, native
+    // task without positions), the repository model finds it by namespace.
+    let span = match body::locate(task, &text) {
+        Ok(span) => span,
+        Err(by_lines) => locate::locate_by_namespace(task, source_root, &text).map_err(|e| {
+            EvalError::task(
+                &task.namespace,
+                format!("{}; by namespace: {}", by_lines.reason(), e.reason()),
+            )
+        })?,
+    };
+    Ok((text, span))
+}
+
+/// Scores one completion. Never touches `source_root`: everything happens in a temporary copy
+/// that is removed when done (also on timeout or cancellation).
+pub fn run_task(
+    task: &FunctionTask,
+    completion: &str,
+    source_root: &Path,
+    cfg: &RunnerConfig,
+    cancel: &AtomicBool,
+) -> TaskResult {
+    let started = Instant::now();
+    let mut result = match try_run(task, completion, source_root, cfg, cancel) {
+        Ok(r) => r,
+        Err(e) => TaskResult::new(task, Outcome::Error, Some(e.to_string())),
+    };
+    result.test_seconds = started.elapsed().as_secs_f64();
+    result
+}
+
+fn try_run(
+    task: &FunctionTask,
+    completion: &str,
+    source_root: &Path,
+    cfg: &RunnerConfig,
+    cancel: &AtomicBool,
+) -> Result<TaskResult, EvalError> {
+    if body::is_trivial(completion) {
+        return Ok(TaskResult::new(
+            task,
+            Outcome::Fail,
+            Some("body is empty or only `pass`".into()),
+        ));
+    }
+    let (text, span) = read_target(task, source_root)?;
+    let project = source_root.join(&task.project_path);
+    let tmp = tempfile::Builder::new()
+        .prefix("repohop-eval-")
+        .tempdir()
+        .map_err(|e| EvalError::task(&task.namespace, format!("cannot make a temp dir: {e}")))?;
+    let copy = tmp.path().join("project");
+    sandbox::copy_project(&project, &copy).map_err(|e| {
+        EvalError::task(
+            &task.namespace,
+            format!(
+                "cannot copy {} to {}: {e}",
+                project.display(),
+                copy.display()
+            ),
+        )
+    })?;
+    let target = copy.join(task.file_in_project());
+    std::fs::write(&target, body::splice(&text, span, completion))
+        .map_err(|e| EvalError::io(&target, e))?;
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).map_err(|e| EvalError::io(&home, e))?;
+
+    let python = resolve_python(&cfg.python).ok_or_else(|| {
+        EvalError::task(
+            &task.namespace,
+            format!(
+                "Python `{}` not found; pass --python /path/to/venv/bin/python",
+                cfg.python.display()
+            ),
+        )
+    })?;
+    let env = scrubbed_env(&home);
+    let mut read_only = Vec::new();
+    if cfg.guard_source && sandbox::read_only_guard_available() {
+        let root = source_root
+            .canonicalize()
+            .map_err(|e| EvalError::io(source_root, e))?;
+        let tmp_real = tmp
+            .path()
+            .canonicalize()
+            .map_err(|e| EvalError::io(tmp.path(), e))?;
+        // A copy inside the source root would be read-only too; keep only the copy then.
+        if !tmp_real.starts_with(&root) {
+            read_only.push(root);
+        }
+    }
+    let log = tmp.path().join("pytest.log");
+    let deadline = Instant::now() + cfg.timeout;
+    let mut result = TaskResult::new(task, Outcome::Pass, None);
+    for test in &task.tests {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let limits = Limits {
+            timeout: remaining,
+            memory_bytes: cfg.memory_bytes,
+            read_only: read_only.clone(),
+        };
+        let args: Vec<String> = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let exit = sandbox::run_limited(&python, &args, &copy, &env, &limits, &log, cancel)
+            .map_err(|e| {
+                EvalError::task(
+                    &task.namespace,
+                    format!("cannot run {}: {e}", python.display()),
+                )
+            })?;
+        result.tests_run += 1;
+        result.output_tail = sandbox::tail(&log, cfg.output_tail);
+        let verdict = match exit {
+            Exit::Code(0) => continue,
+            Exit::Code(1) => (Outcome::Fail, format!("test {test} failed")),
+            Exit::Code(c) => (
+                Outcome::Fail,
+                format!("pytest exited with {c} on {test} (collection error, usage error or no such test)"),
+            ),
+            Exit::Signal(s) => (Outcome::Fail, format!("test process killed by signal {s} on {test}")),
+            Exit::TimedOut => (
+                Outcome::Timeout,
+                format!("timed out after {:.0} s in {test}", cfg.timeout.as_secs_f64()),
+            ),
+            Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
+        };
+        result.outcome = verdict.0;
+        result.message = Some(verdict.1);
+        result.failed_test = Some(test.clone());
+        break;
+    }
+    Ok(result)
+}
+
+/// Only what pytest needs; nothing from the caller's environment leaks into generated code.
+fn scrubbed_env(home: &Path) -> Vec<(String, String)> {
+    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
+    vec![
+        ("PATH".into(), path),
+        ("HOME".into(), home.display().to_string()),
+        ("LANG".into(), lang),
+        ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+        ("PYTHONHASHSEED".into(), "0".into()),
+    ]
+}
+
+/// A bare name is looked up on PATH (the child's environment is scrubbed before exec).
+fn resolve_python(python: &Path) -> Option<PathBuf> {
+    if python.components().count() > 1 {
+        // Absolute, not canonical: a venv's python is a symlink that must stay one.
+        return python
+            .is_file()
+            .then(|| std::path::absolute(python).ok())
+            .flatten();
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(python))
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,133 @@
+//! Pass@1 on the fixture project, through the CLI, with real pytest runs.
+
+mod eval_common;
+use eval_common::*;
+
+#[test]
+fn reference_bodies_pass_and_not_implemented_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("ref");
+    let s = summary(&eval(&run, &["--method", "reference", "--jobs", "2"]));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(4), Some(4))
+    );
+    assert_eq!(s["pass_at_1"], 1.0);
+    assert_eq!(s["by_kind"]["intra_class"]["total"], 2);
+    assert_eq!(s["by_kind"]["cross_file"]["passed"], 1);
+    assert_eq!(s["by_kind"]["none"]["total"], 1);
+    assert_eq!(s["by_project"]["Demo/calc"]["passed"], 4);
+    // The reference completion is the body as it stands, in DevEval's completions format.
+    let lines = std::fs::read_to_string(run.join("completions.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    assert_eq!(first["namespace"], "calc.ops.add");
+    assert_eq!(first["completion"], "    return a + b\n");
+
+    let s = summary(&eval(
+        &tmp.path().join("ni"),
+        &["--method", "not-implemented"],
+    ));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(0), Some(4))
+    );
+    assert_eq!(s["outcomes"]["fail"], 4);
+}
+
+#[test]
+fn wrong_pass_and_error_bodies_fail_with_reasons() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = completions(
+        tmp.path(),
+        &[
+            // Dedented differently from the file: re-indented to `indent`, so it still passes.
+            ("calc.ops.add", "return a + b"),
+            ("calc.ops.scale", "    return [v / total for v in values]\n"),
+            ("calc.ops.Stack.push", "        pass\n"),
+            ("calc.ops.Stack.pop", "return self.items.pop(\n"),
+        ],
+    );
+    let run = tmp.path().join("run");
+    let s = summary(&eval(&run, &["--completions", file.to_str().unwrap()]));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(1), Some(4))
+    );
+    let add = result(&run, "calc.ops.add");
+    assert_eq!(add["outcome"], "pass");
+    let scale = result(&run, "calc.ops.scale");
+    assert_eq!(scale["outcome"], "fail");
+    assert_eq!(scale["failed_test"], "tests/test_ops.py::test_scale");
+    assert!(scale["output_tail"]
+        .as_str()
+        .unwrap()
+        .contains("ZeroDivisionError"));
+    let push = result(&run, "calc.ops.Stack.push");
+    assert_eq!(push["outcome"], "fail");
+    assert_eq!(push["tests_run"], 0);
+    assert!(push["message"].as_str().unwrap().contains("only `pass`"));
+    // A syntax error fails the first test (collection error).
+    let pop = result(&run, "calc.ops.Stack.pop");
+    assert_eq!(pop["outcome"], "fail");
+    assert_eq!(pop["failed_test"], "tests/test_ops.py::test_push");
+}
+
+#[test]
+fn infinite_loop_times_out_and_the_next_task_still_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = completions(
+        tmp.path(),
+        &[
+            ("calc.ops.add", "while True:\n    pass\n"),
+            (
+                "calc.ops.scale",
+                "return [ratio(v, total) for v in values]\n",
+            ),
+        ],
+    );
+    let run = tmp.path().join("run");
+    let started = std::time::Instant::now();
+    let s = summary(&eval(
+        &run,
+        &[
+            "--completions",
+            file.to_str().unwrap(),
+            "--limit",
+            "2",
+            "--timeout",
+            "8",
+        ],
+    ));
+    // 8 s: the loop is cut there, while a correct body has time to start pytest on a loaded
+    // machine.
+    assert!(started.elapsed().as_secs() < 60);
+    assert_eq!(s["outcomes"]["timeout"], 1);
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(1), Some(2))
+    );
+    let add = result(&run, "calc.ops.add");
+    assert_eq!(add["outcome"], "timeout");
+    assert!(add["message"].as_str().unwrap().contains("timed out"));
+    let secs = add["test_seconds"].as_f64().unwrap();
+    assert!((8.0..20.0).contains(&secs), "{secs}");
+    assert_eq!(result(&run, "calc.ops.scale")["outcome"], "pass");
+}
+
+#[test]
+fn missing_completion_is_an_error_not_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = completions(tmp.path(), &[("calc.ops.add", "return a + b\n")]);
+    let run = tmp.path().join("run");
+    let s = summary(&eval(&run, &["--completions", file.to_str().unwrap()]));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(1), Some(4))
+    );
+    assert_eq!(s["outcomes"]["error"], 3);
+    let msg = result(&run, "calc.ops.scale")["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("no completion for this namespace"), "{msg}");
+}
