@@ -1,6 +1,7 @@
 //! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
 
 pub mod eval;
+pub mod generate;
 pub mod index;
 pub mod llm;
 pub mod models;

@@ -26,14 +26,14 @@ enum Command {
     /// Measure throughput on generated or real inputs.
     #[command(subcommand)]
     Bench(cli::bench::Cmd),
+    /// Regenerate a repository function from its signature and docstring (target masked).
+    Generate(cli::generate::GenerateArgs),
+    /// Run the local LLM on one prompt (chat template, optional one-of constraint).
+    Llm(cli::llm::LlmArgs),
     /// Score completions by running each task's tests (DevEval Pass@1), or generate and score.
     Eval(cli::eval::EvalArgs),
     /// Compare run directories side by side (markdown or JSON) and chart them.
     Report(cli::eval::ReportArgs),
-    /// Run the local LLM on one prompt (chat template, optional one-of constraint).
-    Llm(cli::llm::LlmArgs),
-    /// Benchmark the local LLM: prefill/decode tokens/s, constraint overhead, prefix cache.
-    LlmBench(cli::llm::BenchLlmArgs),
 }
 
 fn main() {
@@ -45,10 +45,10 @@ fn main() {
         Command::Tree(args) => cli::repo::tree(args),
         Command::Show(args) => cli::repo::show(args),
         Command::Bench(cmd) => cli::bench::run(cmd),
+        Command::Generate(args) => cli::generate::run(args),
+        Command::Llm(args) => cli::llm::run(args),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
-        Command::Llm(args) => cli::llm::run(args),
-        Command::LlmBench(args) => cli::llm::bench(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

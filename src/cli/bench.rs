@@ -12,6 +12,9 @@ use std::time::Instant;
 
 #[derive(Subcommand)]
 pub enum Cmd {
+    /// The local LLM: prefill and decode tokens/s (512-token prompt, 128 new tokens), the
+    /// constrained-decoding overhead, and prefix-cache savings.
+    Llm(super::llm::BenchLlmArgs),
     /// Index a generated Python corpus: cold (no cache), warm (no change), parse only, and
     /// Python's `ast` on the same files (benches/ast_parse.py) for the ratio.
     Index {
@@ -32,6 +35,7 @@ pub enum Cmd {
 
 pub fn run(cmd: Cmd) -> Result<()> {
     match cmd {
+        Cmd::Llm(args) => super::llm::bench(args),
         Cmd::Index {
             lines,
             runs,

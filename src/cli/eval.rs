@@ -23,9 +23,12 @@ pub struct EvalArgs {
     /// Score this DevEval-format `{namespace, completion}` JSONL instead of generating.
     #[arg(long, conflicts_with = "method")]
     completions: Option<PathBuf>,
-    /// Generate with this method: reference, not-implemented (pipelines add theirs).
+    /// Generate with this method: reference, not-implemented, direct.
     #[arg(long)]
     method: Option<String>,
+    /// Generator model for methods that generate: alias, local path or Hugging Face repo id.
+    #[arg(long, default_value = repohop::models::DEFAULT_GENERATOR)]
+    model: String,
     /// Python with pytest and the projects' test dependencies.
     #[arg(long, default_value = "python3")]
     python: PathBuf,
@@ -116,12 +119,9 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     }
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
-        (None, Some(m)) => Source::Method(method::builtin(m).with_context(|| {
-            format!(
-                "unknown method `{m}`; available: {}",
-                method::BUILTIN.join(", ")
-            )
-        })?),
+        (None, Some(m)) => Source::Method(
+            method::builtin(m, &args.model).map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
+        ),
         _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
     };
     if !args.source_root.is_dir() {

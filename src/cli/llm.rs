@@ -1,4 +1,4 @@
-//! `repohop llm`: one generation call for quick checks; `repohop llm-bench`: prefill/decode
+//! `repohop llm`: one generation call for quick checks; `repohop bench llm`: prefill/decode
 //! throughput, constrained-decoding overhead and prefix-cache savings.
 
 use anyhow::{Context, Result};

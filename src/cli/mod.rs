@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod eval;
+pub mod generate;
 pub mod llm;
 pub mod models;
 pub mod repo;

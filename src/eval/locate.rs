@@ -13,7 +13,7 @@ use crate::repo::{resolve_target, IndexOptions, Lang, Repository};
 
 /// Parsed projects, by directory: each is opened once per process (sources don't change
 /// during a run). Opening never writes into the project (no symbol cache).
-fn open(project: &Path) -> Result<Arc<Repository>, EvalError> {
+pub(crate) fn open(project: &Path) -> Result<Arc<Repository>, EvalError> {
     static OPEN: OnceLock<Mutex<HashMap<PathBuf, Arc<Repository>>>> = OnceLock::new();
     let cache = OPEN.get_or_init(Default::default);
     if let Some(r) = cache.lock().ok().and_then(|c| c.get(project).cloned()) {

@@ -55,14 +55,16 @@ pub trait Method {
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError>;
 }
 
-/// The names `--method` accepts today.
-pub const BUILTIN: [&str; 2] = ["reference", "not-implemented"];
+/// The names `--method` accepts.
+pub const BUILTIN: [&str; 3] = ["reference", "not-implemented", "direct"];
 
-pub fn builtin(name: &str) -> Option<Box<dyn Method>> {
+/// The method called `name`; `model` is the generator for methods that generate.
+pub fn builtin(name: &str, model: &str) -> Result<Box<dyn Method>, MethodError> {
     match name {
-        "reference" => Some(Box::new(Reference)),
-        "not-implemented" => Some(Box::new(NotImplemented)),
-        _ => None,
+        "reference" => Ok(Box::new(Reference)),
+        "not-implemented" => Ok(Box::new(NotImplemented)),
+        "direct" => Ok(Box::new(super::pipelines::Direct::load(model)?)),
+        _ => Err(format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into()),
     }
 }
 

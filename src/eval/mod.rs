@@ -7,6 +7,7 @@ pub mod line_metrics;
 pub mod locate;
 pub mod method;
 pub mod metrics;
+pub mod pipelines;
 pub mod report;
 pub mod runner;
 pub mod sandbox;

@@ -1,0 +1,173 @@
+//! The generation step: prompt within a token budget, one LLM call, post-processing into the
+//! target function.
+
+pub mod postprocess;
+pub mod prompts;
+
+pub use postprocess::{complete_function, BodySource, Completion, PostprocessError, TargetShape};
+pub use prompts::ContextSnippet;
+
+use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
+use crate::repo::{FnId, Lang, Repository};
+
+/// What is asked for: the target's header as written in its file and its docstring.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub lang: Lang,
+    pub name: String,
+    /// Repository-relative path of the file the function belongs to.
+    pub path: String,
+    /// Decorators/annotations and header, as in the file (with its indentation).
+    pub signature: String,
+    /// The specification shown to the model (docstring or Javadoc text).
+    pub docstring: Option<String>,
+    /// Column of the header in its file.
+    pub indent: usize,
+}
+
+impl Target {
+    /// The target for a function of `repo`: its header with the original indentation, and its
+    /// docstring as the specification.
+    pub fn of(repo: &Repository, id: FnId) -> Result<Target, GenerateError> {
+        let f = repo.function(id);
+        let file = repo.function_file(id);
+        let symbols = repo.file_symbols(file);
+        let (Some(text), Some(lang)) = (
+            repo.file(file).text.as_deref(),
+            symbols.and_then(|s| s.lang),
+        ) else {
+            return Err(GenerateError::NotSource(f.path.clone()));
+        };
+        let line_start = text[..f.signature.start_byte]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        let indent = f.signature.start_byte - line_start;
+        Ok(Target {
+            lang,
+            name: f.name.clone(),
+            path: f.path.clone(),
+            signature: format!("{}{}", " ".repeat(indent), repo.signature_text(id)),
+            docstring: f.docstring.clone(),
+            indent,
+        })
+    }
+
+    /// The signature with its docstring, as the model sees it (the papers' "signature").
+    pub fn prompt_text(&self) -> String {
+        let header = postprocess::dedent(&self.signature);
+        let header = header.trim_end();
+        let Some(doc) = self.docstring.as_deref().filter(|d| !d.trim().is_empty()) else {
+            return header.to_string();
+        };
+        match self.lang {
+            Lang::Python => {
+                let doc = postprocess::indent(doc.trim_end(), "    ");
+                format!("{header}\n    \"\"\"\n{doc}    \"\"\"")
+            }
+            Lang::Java => {
+                let doc: String = doc.lines().map(|l| format!(" * {l}\n")).collect();
+                format!("/**\n{doc} */\n{header}")
+            }
+        }
+    }
+
+    pub fn shape(&self) -> TargetShape<'_> {
+        TargetShape {
+            lang: self.lang,
+            name: &self.name,
+            signature: &self.signature,
+            indent: self.indent,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most prompt tokens; context snippets that don't fit are dropped (and reported).
+    pub prompt_budget: usize,
+    pub max_new_tokens: usize,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            prompt_budget: 6144,
+            max_new_tokens: 512,
+        }
+    }
+}
+
+/// The result of the generation step, with everything needed to inspect it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Generation {
+    pub completion: Completion,
+    pub prompt: String,
+    /// Context snippets left out to stay within the budget (qualified names).
+    pub dropped: Vec<String>,
+    pub raw_answer: String,
+    pub response: GenerateResponse,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("the target alone ({tokens} tokens) exceeds the prompt budget of {budget} tokens")]
+    TargetTooLong { tokens: usize, budget: usize },
+    #[error("{0} is not a parsed source file")]
+    NotSource(String),
+    #[error("{0} (raw answer: {1:?})")]
+    Postprocess(PostprocessError, String),
+}
+
+/// Generates the target with `context` (most useful first), dropping snippets from the end
+/// until the prompt fits the budget.
+pub fn generate(
+    llm: &mut dyn Llm,
+    target: &Target,
+    context: &[ContextSnippet],
+    options: &GenerateOptions,
+) -> Result<Generation, GenerateError> {
+    let target_text = target.prompt_text();
+    let mut kept = context.len();
+    let prompt = loop {
+        let block = prompts::context_block(&context[..kept]);
+        let user = prompts::generation_request(target.lang, &target.path, &target_text, &block);
+        let prompt = Prompt::Chat(vec![
+            Message::system(prompts::system(target.lang)),
+            Message::user(user),
+        ]);
+        let tokens = llm.count_tokens(&prompt)?;
+        if tokens <= options.prompt_budget {
+            break prompt;
+        }
+        if kept == 0 {
+            return Err(GenerateError::TargetTooLong {
+                tokens,
+                budget: options.prompt_budget,
+            });
+        }
+        kept -= 1;
+    };
+    let mut request = GenerateRequest::new(prompt.clone());
+    request.max_new_tokens = options.max_new_tokens;
+    let response = llm.generate(&request)?;
+    let completion = complete_function(&response.text, &target.shape())
+        .map_err(|e| GenerateError::Postprocess(e, response.text.clone()))?;
+    let prompt_text = match &prompt {
+        Prompt::Chat(messages) => messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        Prompt::Text(t) => t.clone(),
+        Prompt::Fim { prefix, suffix } => format!("{prefix}<FILL>{suffix}"),
+    };
+    Ok(Generation {
+        completion,
+        prompt: prompt_text,
+        dropped: context[kept..].iter().map(|s| s.qualname.clone()).collect(),
+        raw_answer: response.text.clone(),
+        response,
+    })
+}

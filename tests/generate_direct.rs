@@ -1,0 +1,159 @@
+//! The generation step: prompt budgeting with a scripted model, and the direct method end to
+//! end with the real default model on the fixture repository.
+
+use repohop::generate::{self, BodySource, ContextSnippet, GenerateOptions, Target};
+use repohop::llm::{
+    CandleLlm, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, LlmOptions, Prompt,
+};
+use repohop::models::DEFAULT_GENERATOR;
+use repohop::repo::lang;
+use repohop::repo::{resolve_target, IndexOptions, Repository};
+use std::path::Path;
+
+/// Answers with a fixed text and counts one token per 4 bytes of the rendered prompt.
+struct Scripted {
+    answer: String,
+    prompts: Vec<String>,
+}
+
+fn render(prompt: &Prompt) -> String {
+    match prompt {
+        Prompt::Chat(messages) => messages.iter().map(|m| m.content.clone()).collect(),
+        Prompt::Text(t) => t.clone(),
+        Prompt::Fim { prefix, suffix } => format!("{prefix}{suffix}"),
+    }
+}
+
+impl Llm for Scripted {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+        self.prompts.push(render(&request.prompt));
+        Ok(GenerateResponse {
+            text: self.answer.clone(),
+            finish_reason: FinishReason::Stop,
+            prompt_tokens: self.count_tokens(&request.prompt)?,
+            cached_prompt_tokens: 0,
+            generated_tokens: self.answer.len() / 4,
+            prefill_ms: 0.0,
+            decode_ms: 0.0,
+            constraint_ms: 0.0,
+            tokens: Vec::new(),
+        })
+    }
+    fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
+        Ok(render(prompt).len() / 4)
+    }
+    fn context_window(&self) -> usize {
+        32_768
+    }
+    fn name(&self) -> &str {
+        "scripted"
+    }
+}
+
+fn fixture() -> Repository {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pyproj");
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    Repository::open(&root, &opts).expect("fixture repository opens")
+}
+
+fn iterate_path_target(repo: &Repository) -> Target {
+    let id = resolve_target(repo, "walkway.pathops.iterate_path").expect("target resolves");
+    Target::of(repo, id).expect("target is a Python function")
+}
+
+fn snippet(name: &str, lines: usize) -> ContextSnippet {
+    ContextSnippet {
+        qualname: format!("pkg.{name}"),
+        path: "pkg.py".into(),
+        code: format!("def {name}():\n{}", "    x = 1\n".repeat(lines)),
+    }
+}
+
+#[test]
+fn context_that_does_not_fit_is_dropped_from_the_end_and_reported() {
+    let repo = fixture();
+    let target = iterate_path_target(&repo);
+    let mut llm = Scripted {
+        answer: "```python\ndef iterate_path(path):\n    return path.split('/')\n```".into(),
+        prompts: Vec::new(),
+    };
+    let context = [
+        snippet("first", 5),
+        snippet("second", 200),
+        snippet("third", 5),
+    ];
+    let options = GenerateOptions {
+        prompt_budget: 400,
+        max_new_tokens: 64,
+    };
+    let out = generate::generate(&mut llm, &target, &context, &options).unwrap();
+    assert_eq!(out.dropped, vec!["pkg.second", "pkg.third"]);
+    let prompt = &llm.prompts[0];
+    assert!(prompt.contains("def first()") && !prompt.contains("def second()"));
+    assert!(prompt.contains("def iterate_path(path):"));
+    assert!(prompt.contains("Iterate over the components of a path."));
+    assert_eq!(out.completion.body, "return path.split('/')\n");
+    assert_eq!(
+        out.completion.function,
+        "def iterate_path(path):\n    return path.split('/')\n"
+    );
+
+    let tight = GenerateOptions {
+        prompt_budget: 20,
+        max_new_tokens: 64,
+    };
+    let err = generate::generate(&mut llm, &target, &context, &tight).unwrap_err();
+    assert!(
+        err.to_string().contains("exceeds the prompt budget"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_answer_without_code_is_an_error_naming_the_answer() {
+    let repo = fixture();
+    let target = iterate_path_target(&repo);
+    let mut llm = Scripted {
+        answer: "   ".into(),
+        prompts: Vec::new(),
+    };
+    let err = generate::generate(&mut llm, &target, &[], &GenerateOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("no code"), "{err}");
+}
+
+#[test]
+fn direct_generation_with_the_default_model_writes_a_valid_target() {
+    let repo = fixture();
+    let target = iterate_path_target(&repo);
+    let mut llm = CandleLlm::load(DEFAULT_GENERATOR, &LlmOptions::default()).unwrap_or_else(|e| {
+        panic!("the default model is needed ({e}); run `repohop models fetch`")
+    });
+    let options = GenerateOptions {
+        prompt_budget: 2048,
+        max_new_tokens: 160,
+    };
+    let out = generate::generate(&mut llm, &target, &[], &options).unwrap();
+    let c = &out.completion;
+    assert_eq!(c.source, BodySource::Definition, "{}", out.raw_answer);
+    assert!(
+        c.function.starts_with("def iterate_path(path):\n"),
+        "{}",
+        c.function
+    );
+    assert!(c.body.contains("return"), "{}", c.body);
+    // The assembled function parses cleanly and defines exactly the target.
+    let parsed = lang::for_path("x.py")
+        .unwrap()
+        .parse("x.py", "x", &c.function);
+    assert_eq!(parsed.parse_errors, 0, "{}", c.function);
+    let top: Vec<_> = parsed
+        .functions
+        .iter()
+        .filter(|f| f.class.is_none() && f.qualname == "x.iterate_path")
+        .collect();
+    assert_eq!(top.len(), 1, "{}", c.function);
+    assert!(out.response.generated_tokens > 0 && out.response.generated_tokens <= 160);
+}
