@@ -80,21 +80,13 @@ fn from_dir(dir: &Path, name: &str) -> Result<ModelFiles, LlmError> {
     })
 }
 
-/// Resolves `name`: a built-in alias (see `repohop models list`), a path to a `.gguf` file
+/// Resolves `name`: a built-in alias (see `repohop models list`; fetched if missing), a path to a `.gguf` file
 /// (with `tokenizer.json` beside it) or to a model folder, or a Hugging Face repo id already in
 /// the local hf-hub cache (offline; never downloads).
 pub fn resolve(name: &str) -> Result<ModelFiles, LlmError> {
-    if let Some(spec) = crate::models::spec(name) {
-        let dir = crate::models::models_dir().join(spec.dir);
-        if !dir.is_dir() {
-            return Err(not_found(
-                name,
-                format!(
-                    "{} does not exist; run `repohop models fetch {name}`",
-                    dir.display()
-                ),
-            ));
-        }
+    if crate::models::spec(name).is_some() {
+        // A missing built-in model is fetched once, with progress on stderr.
+        let dir = crate::models::ensure(name).map_err(|e| not_found(name, e.to_string()))?;
         return from_dir(&dir, name);
     }
     let path = Path::new(name);
