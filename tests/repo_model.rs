@@ -566,3 +566,29 @@ fn defs_serialize_for_json_output() {
         "{\"kind\":\"function\",\"id\":3}"
     );
 }
+
+#[test]
+fn ignore_files_and_hidden_folders_are_honoured_outside_git() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), ".gitignore", "build/\n");
+    write(t.path(), ".ignore", "gen.py\n");
+    write(t.path(), ".repohopignore", "vendor/\n");
+    for p in [
+        "build/b.py",
+        "gen.py",
+        "vendor/v.py",
+        ".hidden/h.py",
+        ".git/x.py",
+        "keep.py",
+        "docs/notes.md",
+    ] {
+        write(t.path(), p, "def f():\n    pass\n");
+    }
+    let repo = open(t.path());
+    let paths: Vec<&str> = repo.files().iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["docs/notes.md", "keep.py"]);
+    assert_eq!(repo.stats().source_files, 1);
+    assert!(t.path().join(".repohop/symbols.json").is_file());
+    // The cache folder is not indexed on the next run either.
+    assert_eq!(open(t.path()).files().len(), 2);
+}

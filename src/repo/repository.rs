@@ -119,10 +119,10 @@ pub struct Repository {
 
 /// What happened to one walked file in the parallel phase.
 enum Outcome {
-    /// `symbols: None`: take them from the cache.
+    /// `symbols: None`: take them from the cache. (Boxed: most files come from the cache.)
     Parsed {
         text: String,
-        symbols: Option<FileSymbols>,
+        symbols: Option<Box<FileSymbols>>,
         hash: String,
         module: String,
     },
@@ -169,7 +169,7 @@ impl Repository {
             None => root.join(".repohop"),
         };
 
-        let walked = walk::walk(&root, opts.max_file_size, &[cache_dir.clone()]);
+        let walked = walk::walk(&root, opts.max_file_size, std::slice::from_ref(&cache_dir));
         let mut diagnostics = walked.diagnostics;
         let (mut cache, cache_diag) = if opts.use_cache {
             SymbolCache::load(&cache_dir)
@@ -223,7 +223,7 @@ impl Repository {
                     let symbols = match symbols {
                         Some(s) => {
                             stats.parsed += 1;
-                            s
+                            *s
                         }
                         None => {
                             stats.cached += 1;
@@ -543,7 +543,7 @@ fn process(
     let symbols = if cache.contains(&file.path, &hash, &module) {
         None
     } else {
-        Some(front_end.parse(&file.path, &module, &source.text))
+        Some(Box::new(front_end.parse(&file.path, &module, &source.text)))
     };
     (
         Outcome::Parsed {
