@@ -51,14 +51,39 @@ fn median(mut xs: Vec<f64>) -> f64 {
     }
 }
 
-fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(runs);
+/// Wall-clock seconds of each run, and the median CPU seconds (all threads) per run when the
+/// platform reports them: on a loaded machine CPU time is the steadier figure.
+struct Runs {
+    wall: Vec<f64>,
+    cpu: Option<f64>,
+}
+
+fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Runs> {
+    let mut wall = Vec::with_capacity(runs);
+    let mut cpu = Vec::with_capacity(runs);
     for _ in 0..runs {
+        let c = cpu_seconds();
         let t = Instant::now();
         f()?;
-        out.push(t.elapsed().as_secs_f64());
+        wall.push(t.elapsed().as_secs_f64());
+        if let (Some(a), Some(b)) = (c, cpu_seconds()) {
+            cpu.push(b - a);
+        }
     }
-    Ok(out)
+    let cpu = (cpu.len() == runs).then(|| median(cpu));
+    Ok(Runs { wall, cpu })
+}
+
+/// User + system CPU time of this process (all threads), from /proc/self/stat (Linux; clock
+/// ticks of 1/100 s).
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Result<()> {
@@ -131,18 +156,19 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
 
     let ast = python_ast(&root, runs);
     let (cold_m, warm_m, p1_m, pp_m) = (
-        median(cold.clone()),
-        median(warm.clone()),
-        median(parse1.clone()),
-        median(parse_par.clone()),
+        median(cold.wall.clone()),
+        median(warm.wall.clone()),
+        median(parse1.wall.clone()),
+        median(parse_par.wall.clone()),
     );
     let mb = stats.source_bytes as f64 / 1e6;
-    let fig = |s: f64, runs: &[f64]| {
-        json!({"median_s": s, "runs_s": runs, "mb_per_s": mb / s,
+    let fig = |s: f64, runs: &Runs| {
+        json!({"median_s": s, "runs_s": runs.wall, "cpu_s": runs.cpu, "mb_per_s": mb / s,
                "functions_per_s": stats.functions as f64 / s})
     };
-    let py_fig = |s: f64, runs: &[f64]| {
-        json!({"median_s": s, "runs_s": runs, "mb_per_s": py_bytes as f64 / 1e6 / s,
+    let py_fig = |s: f64, runs: &Runs| {
+        json!({"median_s": s, "runs_s": runs.wall, "cpu_s": runs.cpu,
+               "mb_per_s": py_bytes as f64 / 1e6 / s,
                "functions_per_s": py_functions as f64 / s})
     };
     let ast_ratio = ast
@@ -157,6 +183,8 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
         "lines": count_lines(&sources), "functions": stats.functions, "runs": runs,
         "cold_index": fig(cold_m, &cold),
         "warm_index": fig(warm_m, &warm),
+        "load_average": std::fs::read_to_string("/proc/loadavg").ok()
+            .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse::<f64>().ok())),
         "warm_files_reparsed": warm_parsed,
         "parse_only_1_thread": py_fig(p1_m, &parse1),
         "parse_only_parallel": py_fig(pp_m, &parse_par),
@@ -171,9 +199,13 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
         "corpus: {} source files, {} lines, {:.2} MB, {} functions ({} threads, median of {runs})",
         stats.source_files, out["lines"], mb, stats.functions, out["threads"]
     );
-    let line = |name: &str, s: f64, target: &str| {
+    let line = |name: &str, s: f64, runs: &Runs, target: &str| {
+        let cpu = runs
+            .cpu
+            .map(|c| format!("{:>7.0} ms CPU", c * 1e3))
+            .unwrap_or_default();
         println!(
-            "  {name:<24} {:>8.1} ms  {:>7.1} MB/s  {:>9.0} functions/s  {target}",
+            "  {name:<24} {:>8.1} ms {cpu}  {:>7.1} MB/s  {:>9.0} functions/s  {target}",
             s * 1e3,
             mb / s,
             stats.functions as f64 / s
@@ -182,11 +214,12 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
     line(
         "cold index (no cache)",
         cold_m,
+        &cold,
         "(target < 2000 ms for 100k lines)",
     );
-    line("warm index (no change)", warm_m, "(target < 300 ms)");
-    line("parse only, 1 thread", p1_m, "");
-    line("parse only, parallel", pp_m, "");
+    line("warm index (no change)", warm_m, &warm, "(target < 300 ms)");
+    line("parse only, 1 thread", p1_m, &parse1, "");
+    line("parse only, parallel", pp_m, &parse_par, "");
     match &ast {
         Ok(a) => {
             let s = a["seconds"].as_f64().unwrap_or(f64::NAN);
@@ -200,6 +233,9 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
             }
         }
         Err(e) => println!("  python ast: skipped ({e})"),
+    }
+    if let Some(l) = out["load_average"].as_f64() {
+        println!("  load average at the end: {l:.1} (on a loaded machine, compare CPU times and the ratio)");
     }
     if warm_parsed > 0 {
         println!("  warning: warm runs re-parsed {warm_parsed} file(s)");
