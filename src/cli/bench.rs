@@ -77,13 +77,24 @@ fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Runs> {
 /// User + system CPU time of this process (all threads), from /proc/self/stat (Linux; clock
 /// ticks of 1/100 s).
 fn cpu_seconds() -> Option<f64> {
+    proc_stat_seconds(11)
+}
+
+/// User + system CPU time of this process's finished (waited-for) children.
+fn children_cpu_seconds() -> Option<f64> {
+    proc_stat_seconds(13)
+}
+
+/// The sum of two consecutive clock-tick fields of /proc/self/stat, `first` counted from the
+/// field after the command name, in seconds.
+fn proc_stat_seconds(first: usize) -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name (which is in parentheses and may contain spaces).
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    let a: f64 = fields.get(first)?.parse().ok()?;
+    let b: f64 = fields.get(first + 1)?.parse().ok()?;
+    Some((a + b) / 100.0)
 }
 
 fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Result<()> {
@@ -228,6 +239,13 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
                 "python ast",
                 s * 1e3
             );
+            if let Some(c) = a["cpu_s_per_run_at_most"].as_f64() {
+                println!(
+                    "  {:<24} {:>8} ms CPU per run at most (whole python process / runs)",
+                    "",
+                    (c * 1e3).round()
+                );
+            }
             if let Some(r) = ast_ratio {
                 println!("  ratio: python ast takes {r:.2}x the time of repohop's 1-thread parse");
             }
@@ -256,6 +274,7 @@ fn python_ast(root: &Path, runs: usize) -> Result<serde_json::Value> {
     .into_iter()
     .find(|p| p.is_file())
     .context("benches/ast_parse.py not found (run from the repohop source folder)")?;
+    let before = children_cpu_seconds();
     let out = std::process::Command::new("python3")
         .arg(&script)
         .arg(root)
@@ -275,8 +294,14 @@ fn python_ast(root: &Path, runs: usize) -> Result<serde_json::Value> {
         .last()
         .unwrap_or_default()
         .to_string();
-    serde_json::from_str(&last)
-        .with_context(|| format!("unexpected output from {}: {last}", script.display()))
+    let mut v: serde_json::Value = serde_json::from_str(&last)
+        .with_context(|| format!("unexpected output from {}: {last}", script.display()))?;
+    // The whole process (start-up, reading, every run) over the runs: an upper bound on the CPU
+    // time of one run, comparable with ours on a loaded machine.
+    if let (Some(a), Some(b), Some(o)) = (before, children_cpu_seconds(), v.as_object_mut()) {
+        o.insert("cpu_s_per_run_at_most".into(), json!((b - a) / runs as f64));
+    }
+    Ok(v)
 }
 
 /// A deterministic pseudo-random sequence (xorshift64*), so the corpus is the same every run.
