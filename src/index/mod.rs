@@ -1,0 +1,3 @@
+//! Persistent indexes over a repository.
+
+pub mod vectors;
