@@ -145,7 +145,7 @@ fn tiny_qwen3_matches_reference_for_documents_and_queries() {
 fn assert_batch_invariant(e: &mut LocalEmbedder) {
     let texts: Vec<String> = (0..64)
         .map(|i| {
-            let body = "value = compute(value, step)\n    ".repeat(1 + (i * 7) % 23);
+            let body = "value = compute(value, step)\n    ".repeat(1 + (i * 7) % 9);
             format!("def f_{i}(value, step={i}):\n    {body}return value")
         })
         .collect();
