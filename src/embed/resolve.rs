@@ -80,16 +80,12 @@ pub fn resolve(name: &str) -> Result<ModelDir, EmbedError> {
                 hint: format!("`{name}` is a generator model, not an embedder"),
             });
         }
-        let path = models::models_dir().join(spec.dir);
-        if !REQUIRED.iter().all(|f| path.join(f).is_file()) {
-            return Err(EmbedError::ModelNotFound {
-                name: name.into(),
-                hint: format!(
-                    "not fetched yet (looked in {}); run `repohop models fetch {name}` or set REPOHOP_MODELS",
-                    path.display()
-                ),
-            });
-        }
+        // Fetches the model (with progress on stderr) when it is missing.
+        let path = models::ensure(name).map_err(|e| EmbedError::ModelNotFound {
+            name: name.into(),
+            hint: format!("{e}; run `repohop models fetch {name}` or set REPOHOP_MODELS"),
+        })?;
+        check_dir(&path)?;
         return Ok(ModelDir {
             name: name.into(),
             path,

@@ -37,23 +37,35 @@ pub struct Function {
     pub name: String,
     pub kind: SymbolKind,
     pub path: String,
-    /// Qualified name of the enclosing class, if any.
+    /// Qualified name of the class whose body defines this method (`None` for functions, nested
+    /// functions, and methods of Java anonymous classes).
     pub class: Option<String>,
-    /// The whole definition, decorators / annotations included.
+    /// The whole definition, decorators / annotations included; a Python definition ends with
+    /// its last statement (comments after it are not part of it, as in `ast`).
     pub span: Span,
-    /// Decorators / annotations through the end of the header (`:` or before `{`).
+    /// Decorators / annotations through the end of the header (`:` or before `{`; a bodiless
+    /// Java method: before `;`).
     pub signature: Span,
+    /// The body block; a bodiless Java method has an empty span at its end.
     pub body: Span,
-    /// Python docstring or Java Javadoc, without quotes or comment markers.
+    /// Python docstring (as `ast.get_docstring` returns it) or Java Javadoc, without quotes or
+    /// comment markers.
     pub docstring: Option<String>,
+    /// Parameter names in order; Python marks `*args` / `**kwargs` and drops the bare `*` and
+    /// `/` separators; Java lists names only.
     pub params: Vec<String>,
     pub calls: Vec<CallSite>,
 }
 
-/// A call inside a function body: the callee as written (`foo`, `self.bar`, `mod.baz`, `A.b`).
+/// A call inside a function body: the callee as written (`foo`, `self.bar`, `mod.baz`, `A.b`;
+/// line breaks inside it removed). Java constructor calls are `new Foo`, `this(..)` / `super(..)`
+/// are `this` / `super`. A call belongs to the innermost enclosing function (calls in a nested
+/// function are the nested function's; decorators and default values belong to the enclosing
+/// scope).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallSite {
     pub callee: String,
+    /// The line of the called name (for a chain split over lines, the line of its last part).
     pub line: usize,
 }
 
@@ -71,7 +83,10 @@ pub struct Class {
 }
 
 /// One imported name. `import a.b as c` → module `a.b`, alias `c`; `from ..p import q` →
-/// module `p`, name `q`, level 2; Java `import static a.b.C.m` → module `a.b.C`, name `m`.
+/// module `p`, name `q`, level 2; `from . import m` → module ``, name `m`, level 1;
+/// `from x import *` → module `x`, no name, wildcard. Java `import a.b.C` → module `a.b`,
+/// name `C`; `import static a.b.C.m` → module `a.b.C`, name `m`, static; `import a.b.*` →
+/// module `a.b`, wildcard. The Java `package` is [`FileSymbols::module`], not an import.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Import {
     pub module: String,

@@ -1,0 +1,542 @@
+//! An indexed repository: the files the walk kept, their symbols (parsed in parallel, reused from
+//! the cache when the content hash matches), their text, and what went wrong along the way.
+
+use super::diagnostic::{Diagnostic, DiagnosticKind};
+use super::lang;
+use super::model::{Class, FileSymbols, Function, Import, Lang};
+use super::symbols::{Resolver, SymbolTable};
+use super::walk::{self, WalkedFile};
+use crate::index::symbols::{content_hash, CacheRecord, SymbolCache};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Index of a file in [`Repository::files`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FileId(pub u32);
+
+/// Index of a function or method in [`Repository::function_ids`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FnId(pub u32);
+
+/// Index of a class in [`Repository::class_ids`] order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClassId(pub u32);
+
+/// A definition a name can resolve to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "id", rename_all = "lowercase")]
+pub enum Def {
+    Function(FnId),
+    Class(ClassId),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error("repository path {0} does not exist")]
+    Missing(PathBuf),
+    #[error("repository path {0} is a file, not a folder: give the repository's root folder")]
+    NotADirectory(PathBuf),
+    #[error("cannot read repository path {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// How to index.
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    /// Files larger than this are skipped with a diagnostic.
+    pub max_file_size: u64,
+    /// Where the symbol cache lives; `None`: `<repo>/.repohop`.
+    pub cache_dir: Option<PathBuf>,
+    /// Read and write the symbol cache.
+    pub use_cache: bool,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self {
+            max_file_size: walk::DEFAULT_MAX_FILE_SIZE,
+            cache_dir: None,
+            use_cache: true,
+        }
+    }
+}
+
+/// One file the walk kept.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    /// Repository-relative, `/`-separated.
+    pub path: String,
+    pub size: u64,
+    pub lang: Option<Lang>,
+    /// Parsed files only: their text (decoded lossily if need be) and symbols.
+    pub text: Option<String>,
+    pub symbols: Option<FileSymbols>,
+}
+
+/// Counts and timings of one `Repository::open`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndexStats {
+    pub files: usize,
+    /// Files with a language front end.
+    pub source_files: usize,
+    /// Source files parsed in this run (not found in the cache).
+    pub parsed: usize,
+    /// Source files whose symbols came from the cache.
+    pub cached: usize,
+    pub functions: usize,
+    pub classes: usize,
+    pub imports: usize,
+    pub files_with_parse_errors: usize,
+    pub skipped: usize,
+    pub source_bytes: u64,
+    pub elapsed_ms: f64,
+}
+
+#[derive(Debug)]
+pub struct Repository {
+    root: PathBuf,
+    files: Vec<SourceFile>,
+    by_path: HashMap<String, FileId>,
+    fns: Vec<(FileId, u32)>,
+    classes: Vec<(FileId, u32)>,
+    /// Per file: its functions' ids, in file order.
+    file_fns: Vec<Vec<FnId>>,
+    file_classes: Vec<Vec<ClassId>>,
+    table: SymbolTable,
+    diagnostics: Vec<Diagnostic>,
+    stats: IndexStats,
+}
+
+/// What happened to one walked file in the parallel phase.
+enum Outcome {
+    /// `symbols: None`: take them from the cache.
+    Parsed {
+        text: String,
+        symbols: Option<FileSymbols>,
+        hash: String,
+        module: String,
+    },
+    Listed,
+    Skipped,
+}
+
+impl Repository {
+    /// Walks, parses (in parallel, reusing cached symbols whose content hash matches) and builds
+    /// the symbol table.
+    pub fn open(root: &Path, opts: &IndexOptions) -> Result<Repository, RepoError> {
+        Self::open_with_progress(root, opts, &|_, _| {})
+    }
+
+    /// As [`Repository::open`], calling `progress(done, total)` as files are processed.
+    pub fn open_with_progress(
+        root: &Path,
+        opts: &IndexOptions,
+        progress: &(dyn Fn(usize, usize) + Sync),
+    ) -> Result<Repository, RepoError> {
+        let start = Instant::now();
+        let meta = std::fs::metadata(root).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                RepoError::Missing(root.to_path_buf())
+            } else {
+                RepoError::Io {
+                    path: root.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+        if !meta.is_dir() {
+            return Err(RepoError::NotADirectory(root.to_path_buf()));
+        }
+        let root = root.canonicalize().map_err(|source| RepoError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let cache_dir = match &opts.cache_dir {
+            Some(d) if d.is_absolute() => d.clone(),
+            Some(d) => std::env::current_dir()
+                .map(|c| c.join(d))
+                .unwrap_or_else(|_| d.clone()),
+            None => root.join(".repohop"),
+        };
+
+        let walked = walk::walk(&root, opts.max_file_size, &[cache_dir.clone()]);
+        let mut diagnostics = walked.diagnostics;
+        let (mut cache, cache_diag) = if opts.use_cache {
+            SymbolCache::load(&cache_dir)
+        } else {
+            (SymbolCache::empty(&cache_dir), None)
+        };
+        diagnostics.extend(cache_diag);
+
+        let packages = walk::package_dirs(
+            walked
+                .files
+                .iter()
+                .filter(|f| f.lang == Some(Lang::Python))
+                .map(|f| f.path.as_str()),
+        );
+        let total = walked.files.len();
+        let done = AtomicUsize::new(0);
+        let results: Vec<(Outcome, Vec<Diagnostic>)> = walked
+            .files
+            .par_iter()
+            .map(|file| {
+                let r = process(file, &packages, &cache);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                r
+            })
+            .collect();
+
+        let mut files = Vec::with_capacity(total);
+        let mut stats = IndexStats::default();
+        let mut keys = Vec::new();
+        for (file, (outcome, diags)) in walked.files.into_iter().zip(results) {
+            diagnostics.extend(diags);
+            match outcome {
+                Outcome::Skipped => {}
+                Outcome::Listed => files.push(SourceFile {
+                    path: file.path,
+                    size: file.size,
+                    lang: None,
+                    text: None,
+                    symbols: None,
+                }),
+                Outcome::Parsed {
+                    text,
+                    symbols,
+                    hash,
+                    module,
+                } => {
+                    stats.source_files += 1;
+                    stats.source_bytes += file.size;
+                    let symbols = match symbols {
+                        Some(s) => {
+                            stats.parsed += 1;
+                            s
+                        }
+                        None => {
+                            stats.cached += 1;
+                            // `contains` said yes and paths are unique, so this always hits;
+                            // parsing again is the safe answer if it ever does not.
+                            match (cache.take(&file.path), lang::for_path(&file.path)) {
+                                (Some(s), _) => s,
+                                (None, Some(fe)) => fe.parse(&file.path, &module, &text),
+                                (None, None) => continue,
+                            }
+                        }
+                    };
+                    if symbols.parse_errors > 0 {
+                        diagnostics.push(Diagnostic::new(
+                            &file.path,
+                            DiagnosticKind::SyntaxErrors,
+                            format!(
+                                "{} syntax error(s); kept the {} function(s) and {} class(es) \
+                                 that parsed",
+                                symbols.parse_errors,
+                                symbols.functions.len(),
+                                symbols.classes.len()
+                            ),
+                        ));
+                    }
+                    keys.push((files.len(), hash, module));
+                    files.push(SourceFile {
+                        path: file.path,
+                        size: file.size,
+                        lang: file.lang,
+                        text: Some(text),
+                        symbols: Some(symbols),
+                    });
+                }
+            }
+        }
+        if opts.use_cache && cache.needs_write(stats.parsed) {
+            let records = keys.iter().filter_map(|(i, hash, module)| {
+                let f: &SourceFile = &files[*i];
+                f.symbols.as_ref().map(|symbols| CacheRecord {
+                    path: &f.path,
+                    hash,
+                    module,
+                    symbols,
+                })
+            });
+            if let Err(d) = cache.write(records) {
+                diagnostics.push(d);
+            }
+        }
+        diagnostics.sort_by(|a, b| a.path.cmp(&b.path));
+        stats.skipped = diagnostics.iter().filter(|d| d.is_skip()).count();
+
+        let mut repo = Repository {
+            root,
+            by_path: files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.path.clone(), FileId(i as u32)))
+                .collect(),
+            files,
+            fns: Vec::new(),
+            classes: Vec::new(),
+            file_fns: Vec::new(),
+            file_classes: Vec::new(),
+            table: SymbolTable::default(),
+            diagnostics,
+            stats: IndexStats::default(),
+        };
+        repo.number_definitions();
+        repo.table = SymbolTable::build(&repo);
+        stats.files = repo.files.len();
+        stats.functions = repo.fns.len();
+        stats.classes = repo.classes.len();
+        stats.imports = repo.symbols_iter().map(|s| s.imports.len()).sum();
+        stats.files_with_parse_errors = repo.symbols_iter().filter(|s| s.parse_errors > 0).count();
+        stats.elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
+        repo.stats = stats;
+        Ok(repo)
+    }
+
+    fn number_definitions(&mut self) {
+        for (i, f) in self.files.iter().enumerate() {
+            let fid = FileId(i as u32);
+            let mut fn_ids = Vec::new();
+            let mut class_ids = Vec::new();
+            if let Some(s) = &f.symbols {
+                for j in 0..s.functions.len() {
+                    fn_ids.push(FnId(self.fns.len() as u32));
+                    self.fns.push((fid, j as u32));
+                }
+                for j in 0..s.classes.len() {
+                    class_ids.push(ClassId(self.classes.len() as u32));
+                    self.classes.push((fid, j as u32));
+                }
+            }
+            self.file_fns.push(fn_ids);
+            self.file_classes.push(class_ids);
+        }
+    }
+
+    fn symbols_iter(&self) -> impl Iterator<Item = &FileSymbols> {
+        self.files.iter().filter_map(|f| f.symbols.as_ref())
+    }
+
+    /// The canonical root folder.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Every file the walk kept (parsed or only listed), sorted by path.
+    pub fn files(&self) -> &[SourceFile] {
+        &self.files
+    }
+
+    pub fn file(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    pub fn file_id(&self, path: &str) -> Option<FileId> {
+        self.by_path.get(path).copied()
+    }
+
+    /// Text of a parsed file.
+    pub fn file_text(&self, path: &str) -> Option<&str> {
+        self.file_id(path)
+            .and_then(|id| self.file(id).text.as_deref())
+    }
+
+    pub fn file_symbols(&self, id: FileId) -> Option<&FileSymbols> {
+        self.file(id).symbols.as_ref()
+    }
+
+    pub fn function_ids(&self) -> impl Iterator<Item = FnId> + '_ {
+        (0..self.fns.len() as u32).map(FnId)
+    }
+
+    pub fn class_ids(&self) -> impl Iterator<Item = ClassId> + '_ {
+        (0..self.classes.len() as u32).map(ClassId)
+    }
+
+    /// Every function and method, in path then file order.
+    pub fn functions(&self) -> impl Iterator<Item = &Function> + '_ {
+        self.function_ids().map(|id| self.function(id))
+    }
+
+    pub fn classes(&self) -> impl Iterator<Item = &Class> + '_ {
+        self.class_ids().map(|id| self.class(id))
+    }
+
+    pub fn function(&self, id: FnId) -> &Function {
+        let (f, j) = self.fns[id.0 as usize];
+        &self.files[f.0 as usize]
+            .symbols
+            .as_ref()
+            .expect("numbered from parsed files")
+            .functions[j as usize]
+    }
+
+    pub fn class(&self, id: ClassId) -> &Class {
+        let (f, j) = self.classes[id.0 as usize];
+        &self.files[f.0 as usize]
+            .symbols
+            .as_ref()
+            .expect("numbered from parsed files")
+            .classes[j as usize]
+    }
+
+    pub fn function_file(&self, id: FnId) -> FileId {
+        self.fns[id.0 as usize].0
+    }
+
+    pub fn class_file(&self, id: ClassId) -> FileId {
+        self.classes[id.0 as usize].0
+    }
+
+    /// The functions of one file, in file order.
+    pub fn functions_in(&self, file: FileId) -> &[FnId] {
+        &self.file_fns[file.0 as usize]
+    }
+
+    pub fn classes_in(&self, file: FileId) -> &[ClassId] {
+        &self.file_classes[file.0 as usize]
+    }
+
+    pub fn imports_of(&self, path: &str) -> &[Import] {
+        self.file_id(path)
+            .and_then(|id| self.file_symbols(id))
+            .map(|s| s.imports.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// The whole definition of a function (decorators / annotations, signature, body).
+    pub fn function_code(&self, id: FnId) -> &str {
+        let f = self.function(id);
+        self.slice(self.function_file(id), f.span.start_byte, f.span.end_byte)
+    }
+
+    /// Decorators / annotations through the end of the header (`def f(a):`, `void f(int a)`).
+    pub fn signature_text(&self, id: FnId) -> &str {
+        let f = self.function(id);
+        self.slice(
+            self.function_file(id),
+            f.signature.start_byte,
+            f.signature.end_byte,
+        )
+    }
+
+    /// The body (for Python, docstring included), from its first statement.
+    pub fn body_text(&self, id: FnId) -> &str {
+        let f = self.function(id);
+        self.slice(self.function_file(id), f.body.start_byte, f.body.end_byte)
+    }
+
+    /// The whole definition of a class.
+    pub fn class_code(&self, id: ClassId) -> &str {
+        let c = self.class(id);
+        self.slice(self.class_file(id), c.span.start_byte, c.span.end_byte)
+    }
+
+    /// Bytes `start..end` of a parsed file's text; empty when out of range.
+    pub fn slice(&self, file: FileId, start: usize, end: usize) -> &str {
+        self.file(file)
+            .text
+            .as_deref()
+            .and_then(|t| t.get(start..end))
+            .unwrap_or("")
+    }
+
+    pub fn symbol_table(&self) -> &SymbolTable {
+        &self.table
+    }
+
+    /// Name resolution over every definition.
+    pub fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(self, None)
+    }
+
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+
+    pub fn stats(&self) -> &IndexStats {
+        &self.stats
+    }
+
+    /// `path:line` of a definition, for messages.
+    pub fn location(&self, def: Def) -> String {
+        match def {
+            Def::Function(id) => {
+                let f = self.function(id);
+                format!("{}:{}", f.path, f.span.start_line)
+            }
+            Def::Class(id) => {
+                let c = self.class(id);
+                format!("{}:{}", c.path, c.span.start_line)
+            }
+        }
+    }
+
+    pub fn qualname(&self, def: Def) -> &str {
+        match def {
+            Def::Function(id) => &self.function(id).qualname,
+            Def::Class(id) => &self.class(id).qualname,
+        }
+    }
+}
+
+/// Reads, checks and parses one walked file (or takes its symbols from the cache).
+fn process(
+    file: &WalkedFile,
+    packages: &std::collections::HashSet<String>,
+    cache: &SymbolCache,
+) -> (Outcome, Vec<Diagnostic>) {
+    let Some(front_end) = lang::for_path(&file.path) else {
+        return match walk::probe_binary(file) {
+            Ok(false) => (Outcome::Listed, vec![]),
+            Ok(true) => (Outcome::Skipped, vec![walk::binary(&file.path)]),
+            Err(d) => (Outcome::Skipped, vec![d]),
+        };
+    };
+    let source = match walk::read_source(file) {
+        Ok(s) => s,
+        Err(d) => return (Outcome::Skipped, vec![d]),
+    };
+    let mut diags = Vec::new();
+    if source.lossy {
+        diags.push(Diagnostic::new(
+            &file.path,
+            DiagnosticKind::NonUtf8,
+            "not valid UTF-8: invalid bytes replaced by U+FFFD, then parsed",
+        ));
+    }
+    if source.bytes.is_empty() && !file.path.ends_with("__init__.py") {
+        diags.push(Diagnostic::new(
+            &file.path,
+            DiagnosticKind::Empty,
+            "empty file: no symbols",
+        ));
+    }
+    let module = match front_end.lang() {
+        Lang::Python => walk::python_module(&file.path, packages),
+        Lang::Java => String::new(),
+    };
+    let hash = content_hash(&source.bytes);
+    let symbols = if cache.contains(&file.path, &hash, &module) {
+        None
+    } else {
+        Some(front_end.parse(&file.path, &module, &source.text))
+    };
+    (
+        Outcome::Parsed {
+            text: source.text,
+            symbols,
+            hash,
+            module,
+        },
+        diags,
+    )
+}

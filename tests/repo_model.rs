@@ -1,0 +1,568 @@
+//! The repository model on small repositories: name resolution, the masked view, the tree budget
+//! and the symbol cache.
+
+use repohop::repo::mask::MaskedView;
+use repohop::repo::{
+    resolve_target, Def, DiagnosticKind, FnId, ImportTarget, IndexOptions, Repository, TreeOptions,
+    Unresolved,
+};
+use std::fs;
+use std::path::Path;
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, text).unwrap();
+}
+
+fn open(root: &Path) -> Repository {
+    Repository::open(root, &IndexOptions::default()).expect("index")
+}
+
+fn func(repo: &Repository, qualname: &str) -> FnId {
+    resolve_target(repo, qualname).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Qualified names (and start lines) a name resolves to from inside `from`.
+fn resolve(repo: &Repository, from: &str, name: &str) -> Result<Vec<String>, Unresolved> {
+    let defs = repo.resolver().resolve_name(func(repo, from), name)?;
+    Ok(defs
+        .into_iter()
+        .map(|d| format!("{}@{}", repo.qualname(d), repo.location(d)))
+        .collect())
+}
+
+const FS_INIT: &str = "from .path import normpath as norm\n";
+const FS_PATH: &str = "\
+import os
+
+
+def normpath(p):
+    return os.path.normpath(p)
+
+
+def joinpath(a, b):
+    return normpath(a + '/' + b)
+";
+const FS_BASE: &str = "\
+class Base(object):
+    def close(self):
+        return None
+
+    def open(self, path):
+        return path
+";
+const FS_OSFS: &str = "\
+from .base import Base
+from . import path as fspath
+from ..util import helper
+
+
+class OSFS(Base):
+    def __init__(self, root):
+        self.root = root
+
+    def open(self, path):
+        p = fspath.normpath(path)
+        self.check(p)
+        self.close()
+        return helper(p)
+
+    def check(self, p):
+        from .path import joinpath
+        import json
+        return joinpath(self.root, json.dumps(p))
+";
+const UTIL: &str = "\
+def helper(x):
+    return x
+
+
+def other():
+    return helper(1)
+";
+
+fn pyproj(root: &Path) {
+    write(root, "src/proj/__init__.py", "");
+    write(root, "src/proj/util.py", UTIL);
+    write(root, "src/proj/fs/__init__.py", FS_INIT);
+    write(root, "src/proj/fs/path.py", FS_PATH);
+    write(root, "src/proj/fs/base.py", FS_BASE);
+    write(root, "src/proj/fs/osfs.py", FS_OSFS);
+    write(
+        root,
+        "tests/test_osfs.py",
+        "from proj.fs.osfs import OSFS\n\ndef test_open():\n    assert OSFS('/').open('a')\n",
+    );
+    write(
+        root,
+        "src/proj/fs/conftest.py",
+        "def fixture():\n    return 1\n",
+    );
+}
+
+#[test]
+fn python_resolution_is_import_aware() {
+    let t = tempfile::tempdir().unwrap();
+    pyproj(t.path());
+    let repo = open(t.path());
+    // src-layout: `src/` is not part of module names.
+    assert_eq!(
+        repo.file_symbols(repo.file_id("src/proj/fs/osfs.py").unwrap())
+            .unwrap()
+            .module,
+        "proj.fs.osfs"
+    );
+    let open_m = "proj.fs.osfs.OSFS.open";
+    assert_eq!(
+        resolve(&repo, open_m, "fspath.normpath").unwrap(),
+        ["proj.fs.path.normpath@src/proj/fs/path.py:4"]
+    );
+    assert_eq!(
+        resolve(&repo, open_m, "self.check").unwrap(),
+        ["proj.fs.osfs.OSFS.check@src/proj/fs/osfs.py:16"]
+    );
+    // Inherited through `from .base import Base`.
+    assert_eq!(
+        resolve(&repo, open_m, "self.close").unwrap(),
+        ["proj.fs.base.Base.close@src/proj/fs/base.py:2"]
+    );
+    // `from ..util import helper`.
+    assert_eq!(
+        resolve(&repo, open_m, "helper").unwrap(),
+        ["proj.util.helper@src/proj/util.py:1"]
+    );
+    // Lazy import inside `check`, and only there.
+    let check = "proj.fs.osfs.OSFS.check";
+    assert_eq!(
+        resolve(&repo, check, "joinpath").unwrap(),
+        ["proj.fs.path.joinpath@src/proj/fs/path.py:8"]
+    );
+    assert!(
+        matches!(resolve(&repo, check, "json.dumps"), Err(Unresolved::External { module, .. }) if module == "json")
+    );
+    // Outside `check` the lazy import is not in scope; the unique simple name still resolves.
+    assert_eq!(
+        resolve(&repo, open_m, "joinpath").unwrap(),
+        ["proj.fs.path.joinpath@src/proj/fs/path.py:8"]
+    );
+    // Same file first.
+    assert_eq!(
+        resolve(&repo, "proj.fs.path.joinpath", "normpath").unwrap(),
+        ["proj.fs.path.normpath@src/proj/fs/path.py:4"]
+    );
+    // Re-export through the package `__init__` with an alias.
+    assert_eq!(
+        resolve(&repo, open_m, "proj.fs.norm").unwrap(),
+        ["proj.fs.path.normpath@src/proj/fs/path.py:4"]
+    );
+    // Class.method, and a method found in a base class.
+    assert_eq!(
+        resolve(&repo, "proj.util.other", "proj.fs.osfs.OSFS.close").unwrap(),
+        ["proj.fs.base.Base.close@src/proj/fs/base.py:2"]
+    );
+    // Builtins and stdlib are external; unknown names are not found; the module itself is no def.
+    assert!(
+        matches!(resolve(&repo, open_m, "len"), Err(Unresolved::External { module, .. }) if module == "builtins")
+    );
+    assert!(matches!(
+        resolve(&repo, "proj.fs.path.normpath", "os.path.normpath"),
+        Err(Unresolved::External { .. })
+    ));
+    assert!(matches!(
+        resolve(&repo, open_m, "nonexistent_fn"),
+        Err(Unresolved::NotFound { .. })
+    ));
+    assert!(matches!(
+        resolve(&repo, open_m, "fspath"),
+        Err(Unresolved::Module { .. })
+    ));
+    assert!(matches!(
+        resolve(&repo, open_m, "self.root.strip"),
+        Err(Unresolved::NotFound { .. })
+    ));
+
+    // Import resolution, file by file.
+    let osfs = repo.file_id("src/proj/fs/osfs.py").unwrap();
+    let r = repo.resolver();
+    let targets: Vec<String> = r
+        .imports_of(osfs)
+        .into_iter()
+        .map(|(i, t)| match t {
+            Ok(ImportTarget::Module { files }) => {
+                format!("{}: module {}", i.line, repo.file(files[0]).path)
+            }
+            Ok(ImportTarget::Defs { defs }) => format!("{}: {}", i.line, repo.qualname(defs[0])),
+            Ok(ImportTarget::External { module }) => format!("{}: external {module}", i.line),
+            Err(e) => format!("{}: {e}", i.line),
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "1: proj.fs.base.Base",
+            "2: module src/proj/fs/path.py",
+            "3: proj.util.helper",
+            "17: proj.fs.path.joinpath",
+            "18: external json",
+        ]
+    );
+}
+
+#[test]
+fn ambiguous_simple_names_are_reported_with_candidates() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "a.py", "def run():\n    pass\n");
+    write(t.path(), "b.py", "def run():\n    pass\n");
+    write(t.path(), "c.py", "def main():\n    run()\n");
+    let repo = open(t.path());
+    let Err(Unresolved::Ambiguous { candidates, .. }) = resolve(&repo, "c.main", "run") else {
+        panic!("expected ambiguous")
+    };
+    let mut names: Vec<&str> = candidates.iter().map(|d| repo.qualname(*d)).collect();
+    names.sort();
+    assert_eq!(names, ["a.run", "b.run"]);
+}
+
+const JAVA_UTIL: &str = "\
+package com.ex.util;
+
+public class Strings {
+    public static String trim(String s) { return s.trim(); }
+    public static String trim(String s, int n) { return s.substring(n); }
+    public static String pad(String s) { return s + \" \"; }
+}
+";
+const JAVA_APP: &str = "\
+package com.ex.app;
+
+import static com.ex.util.Strings.pad;
+import com.ex.util.Strings;
+import java.util.List;
+
+public class App extends Base {
+    public String run(String s) {
+        helper();
+        inherited();
+        return pad(Strings.trim(s));
+    }
+
+    private void helper() {}
+}
+";
+const JAVA_BASE: &str = "\
+package com.ex.app;
+
+public class Base {
+    protected void inherited() {}
+}
+";
+
+#[test]
+fn java_resolution_static_imports_overloads_and_inheritance() {
+    let t = tempfile::tempdir().unwrap();
+    write(
+        t.path(),
+        "src/main/java/com/ex/util/Strings.java",
+        JAVA_UTIL,
+    );
+    write(t.path(), "src/main/java/com/ex/app/App.java", JAVA_APP);
+    write(t.path(), "src/main/java/com/ex/app/Base.java", JAVA_BASE);
+    let repo = open(t.path());
+    let run = "com.ex.app.App.run";
+    assert_eq!(
+        resolve(&repo, run, "pad").unwrap(),
+        ["com.ex.util.Strings.pad@src/main/java/com/ex/util/Strings.java:6"]
+    );
+    // Both overloads.
+    assert_eq!(
+        resolve(&repo, run, "Strings.trim").unwrap(),
+        [
+            "com.ex.util.Strings.trim@src/main/java/com/ex/util/Strings.java:4",
+            "com.ex.util.Strings.trim@src/main/java/com/ex/util/Strings.java:5"
+        ]
+    );
+    assert_eq!(
+        resolve(&repo, run, "helper").unwrap(),
+        ["com.ex.app.App.helper@src/main/java/com/ex/app/App.java:14"]
+    );
+    assert_eq!(
+        resolve(&repo, run, "this.helper").unwrap(),
+        ["com.ex.app.App.helper@src/main/java/com/ex/app/App.java:14"]
+    );
+    // Base class of the same package, no import needed.
+    assert_eq!(
+        resolve(&repo, run, "inherited").unwrap(),
+        ["com.ex.app.Base.inherited@src/main/java/com/ex/app/Base.java:4"]
+    );
+    let app = repo.file_id("src/main/java/com/ex/app/App.java").unwrap();
+    let imports = repo.resolver().imports_of(app);
+    assert!(
+        matches!(&imports[2].1, Ok(ImportTarget::External { module }) if module == "java.util.List")
+    );
+    // An overloaded target needs a line.
+    let err = resolve_target(&repo, "com.ex.util.Strings.trim")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("Strings.java:4") && err.contains("Strings.java:5"),
+        "{err}"
+    );
+    let id = resolve_target(
+        &repo,
+        "src/main/java/com/ex/util/Strings.java::Strings.trim@5",
+    )
+    .unwrap();
+    assert_eq!(repo.function(id).params.len(), 2);
+}
+
+#[test]
+fn masked_view_hides_the_whole_definition_and_tests() {
+    let t = tempfile::tempdir().unwrap();
+    pyproj(t.path());
+    let repo = open(t.path());
+    let target = func(&repo, "proj.fs.osfs.OSFS.open");
+    let f = repo.function(target).clone();
+    let definition = repo.function_code(target).to_string();
+    let signature = repo
+        .slice(
+            repo.function_file(target),
+            f.signature.start_byte,
+            f.signature.end_byte,
+        )
+        .to_string();
+    let body = repo
+        .slice(
+            repo.function_file(target),
+            f.body.start_byte,
+            f.body.end_byte,
+        )
+        .to_string();
+    assert_eq!(signature, "def open(self, path):");
+    assert!(body.contains("fspath.normpath(path)"));
+
+    let view = MaskedView::new(&repo, Some(target), false);
+    let text = view.file_text("src/proj/fs/osfs.py").unwrap();
+    assert!(
+        !text.contains(&signature) && !text.contains(body.trim()),
+        "{text}"
+    );
+    assert_eq!(
+        text.len(),
+        repo.file_text("src/proj/fs/osfs.py").unwrap().len() - definition.len()
+    );
+    assert!(
+        text.contains("def check(self, p):"),
+        "the rest of the file stays"
+    );
+    assert!(view.functions().all(|(id, _)| id != target));
+    assert!(view.function(target).is_none() && view.function_code(target).is_none());
+    assert!(!view.functions_in("src/proj/fs/osfs.py").contains(&target));
+    let osfs = view.file_symbols("src/proj/fs/osfs.py").unwrap();
+    assert!(osfs.functions.iter().all(|g| g.span != f.span));
+    assert_eq!(
+        osfs.classes[0].methods,
+        ["proj.fs.osfs.OSFS.__init__", "proj.fs.osfs.OSFS.check"]
+    );
+    // (`Base.open` in base.py has the same signature, legitimately.)
+    for id in view.functions_in("src/proj/fs/osfs.py") {
+        let code = view.function_code(id).unwrap();
+        assert!(!code.contains(&signature) && !code.contains(body.trim()));
+    }
+    let tree = view.tree(TreeOptions {
+        budget: 10_000,
+        functions: true,
+    });
+    assert!(
+        tree.contains("OSFS.check") && !tree.contains("OSFS.open"),
+        "{tree}"
+    );
+    // The resolver no longer finds it; the base class method of the same name remains.
+    let check = func(&repo, "proj.fs.osfs.OSFS.check");
+    let found = view.resolver().resolve_name(check, "self.open").unwrap();
+    assert_eq!(
+        found.iter().map(|d| repo.qualname(*d)).collect::<Vec<_>>(),
+        ["proj.fs.base.Base.open"]
+    );
+
+    // Test files are out by default, in with the switch.
+    let paths: Vec<&str> = view.files().map(|f| f.path).collect();
+    assert!(!paths.contains(&"tests/test_osfs.py") && !paths.contains(&"src/proj/fs/conftest.py"));
+    assert!(view
+        .functions()
+        .all(|(_, g)| !g.qualname.contains("test_open")));
+    assert!(view.file_text("tests/test_osfs.py").is_none());
+    assert!(!tree.contains("test_osfs.py"));
+    let with_tests = MaskedView::new(&repo, Some(target), true);
+    assert!(with_tests.files().any(|f| f.path == "tests/test_osfs.py"));
+    assert!(with_tests.functions().any(|(_, g)| g.name == "test_open"));
+    assert!(with_tests.function(target).is_none());
+}
+
+#[test]
+fn masking_a_nested_function_cuts_it_from_the_enclosing_one() {
+    let t = tempfile::tempdir().unwrap();
+    write(
+        t.path(),
+        "m.py",
+        "def outer(x):\n    def inner(y):\n        return y * 42\n    return inner(x)\n",
+    );
+    let repo = open(t.path());
+    let inner = func(&repo, "m.outer.inner");
+    let outer = func(&repo, "m.outer");
+    let view = MaskedView::new(&repo, Some(inner), false);
+    let code = view.function_code(outer).unwrap();
+    assert_eq!(code, "def outer(x):\n    \n    return inner(x)");
+    assert!(!view.file_text("m.py").unwrap().contains("42"));
+}
+
+#[test]
+fn tree_budget_elides_and_says_so() {
+    let t = tempfile::tempdir().unwrap();
+    for i in 0..40 {
+        write(
+            t.path(),
+            &format!("pkg/mod{i:02}.py"),
+            "def f():\n    pass\n",
+        );
+    }
+    write(t.path(), "README.md", "# hi\n");
+    let repo = open(t.path());
+    let view = MaskedView::new(&repo, None, false);
+    let full = view.tree(TreeOptions {
+        budget: 100_000,
+        functions: true,
+    });
+    assert_eq!(full.lines().count(), 1 + 1 + 80 + 1);
+    let small = view.tree(TreeOptions {
+        budget: 300,
+        functions: true,
+    });
+    assert!(small.chars().count() <= 300, "{small}");
+    assert!(small.contains("more files in pkg/"), "{small}");
+    assert!(small.contains("README.md"));
+    // Deterministic.
+    assert_eq!(
+        small,
+        view.tree(TreeOptions {
+            budget: 300,
+            functions: true
+        })
+    );
+}
+
+#[test]
+fn cache_reparses_only_changed_files_and_rebuilds_when_broken() {
+    let t = tempfile::tempdir().unwrap();
+    pyproj(t.path());
+    let first = open(t.path());
+    assert_eq!(first.stats().parsed, first.stats().source_files);
+    let cache_file = t.path().join(".repohop/symbols.json");
+    assert!(cache_file.is_file());
+    let second = open(t.path());
+    assert_eq!(
+        (second.stats().parsed, second.stats().cached),
+        (0, first.stats().source_files)
+    );
+    assert_eq!(second.functions().count(), first.functions().count());
+    assert!(second
+        .diagnostics()
+        .iter()
+        .all(|d| d.kind != DiagnosticKind::Cache));
+    let mtime = fs::metadata(&cache_file).unwrap().modified().unwrap();
+
+    // Edit one file: exactly that one is parsed again.
+    write(
+        t.path(),
+        "src/proj/util.py",
+        &format!("{UTIL}\n\ndef added():\n    return 3\n"),
+    );
+    let third = open(t.path());
+    assert_eq!(third.stats().parsed, 1);
+    assert!(third.functions().any(|f| f.qualname == "proj.util.added"));
+    assert_ne!(
+        fs::metadata(&cache_file).unwrap().modified().unwrap(),
+        mtime
+    );
+
+    // Remove one: gone from the index, nothing parsed.
+    fs::remove_file(t.path().join("src/proj/fs/base.py")).unwrap();
+    let fourth = open(t.path());
+    assert_eq!(fourth.stats().parsed, 0);
+    assert!(fourth.functions().all(|f| f.path != "src/proj/fs/base.py"));
+
+    // Corrupt: reported, rebuilt.
+    fs::write(&cache_file, b"{\"format\":\"repohop-symbols\",\"vers").unwrap();
+    let fifth = open(t.path());
+    let d = fifth
+        .diagnostics()
+        .iter()
+        .find(|d| d.kind == DiagnosticKind::Cache)
+        .expect("reported");
+    assert!(
+        d.path.ends_with("symbols.json")
+            && d.what.contains("corrupt")
+            && d.what.contains("rebuilding"),
+        "{d}"
+    );
+    assert_eq!(fifth.stats().parsed, fifth.stats().source_files);
+    assert_eq!(
+        open(t.path()).stats().parsed,
+        0,
+        "the rebuilt cache is used"
+    );
+
+    // Another version: reported, rebuilt.
+    let text = fs::read_to_string(&cache_file).unwrap();
+    let (_, body) = text.split_once('\n').unwrap();
+    fs::write(
+        &cache_file,
+        format!("{{\"format\":\"repohop-symbols\",\"version\":0,\"repohop\":\"0.0.0\"}}\n{body}"),
+    )
+    .unwrap();
+    let sixth = open(t.path());
+    let d = sixth
+        .diagnostics()
+        .iter()
+        .find(|d| d.kind == DiagnosticKind::Cache)
+        .expect("reported");
+    assert!(
+        d.what.contains("version 0") && d.what.contains("rebuilding"),
+        "{d}"
+    );
+    assert_eq!(sixth.stats().parsed, sixth.stats().source_files);
+
+    // Truncated body with a valid header: corrupt, rebuilt.
+    let text = fs::read_to_string(&cache_file).unwrap();
+    fs::write(&cache_file, &text[..text.len() / 2]).unwrap();
+    let seventh = open(t.path());
+    assert!(seventh
+        .diagnostics()
+        .iter()
+        .any(|d| d.kind == DiagnosticKind::Cache && d.what.contains("corrupt")));
+    assert_eq!(seventh.stats().parsed, seventh.stats().source_files);
+}
+
+#[test]
+fn module_names_follow_packages_and_key_the_cache() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "src/a.py", "def f():\n    pass\n");
+    write(t.path(), "scripts/run.py", "def main():\n    pass\n");
+    let repo = open(t.path());
+    let names: Vec<&str> = repo.functions().map(|f| f.qualname.as_str()).collect();
+    assert_eq!(names, ["scripts.run.main", "a.f"]);
+    // `src/` becomes a package: same bytes, new module name, so the file is parsed again.
+    write(t.path(), "src/__init__.py", "");
+    let repo = open(t.path());
+    assert_eq!(repo.stats().parsed, 2, "src/__init__.py and src/a.py");
+    assert!(repo.functions().any(|f| f.qualname == "src.a.f"));
+}
+
+#[test]
+fn defs_serialize_for_json_output() {
+    let d = Def::Function(FnId(3));
+    assert_eq!(
+        serde_json::to_string(&d).unwrap(),
+        "{\"kind\":\"function\",\"id\":3}"
+    );
+}
