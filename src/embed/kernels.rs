@@ -149,6 +149,14 @@ struct OutPtr(*mut f32);
 unsafe impl Send for OutPtr {}
 unsafe impl Sync for OutPtr {}
 
+impl OutPtr {
+    /// # Safety
+    /// `offset` must stay inside the output buffer.
+    unsafe fn at(self, offset: usize) -> *mut f32 {
+        self.0.add(offset)
+    }
+}
+
 impl CustomOp2 for EncoderAttention {
     fn name(&self) -> &'static str {
         "encoder-attention"
@@ -189,7 +197,6 @@ impl CustomOp2 for EncoderAttention {
         (0..b * h)
             .into_par_iter()
             .for_each_init(Vec::new, |scores, task| {
-                let out_ptr = out_ptr;
                 let (r, head) = (task / h, task % h);
                 let (start, end) = spans[r];
                 let n = end - start;
@@ -231,7 +238,7 @@ impl CustomOp2 for EncoderAttention {
                 for row in scores.chunks_mut(n) {
                     softmax_row(row);
                 }
-                let dst = unsafe { out_ptr.0.add((r * l + start) * d + head * dh) };
+                let dst = unsafe { out_ptr.at((r * l + start) * d + head * dh) };
                 // SAFETY: as above; rows start..end, columns head·dh.. of `out`.
                 unsafe {
                     gemm::gemm(
