@@ -15,6 +15,9 @@ pub enum Cmd {
     /// The local LLM: prefill and decode tokens/s (512-token prompt, 128 new tokens), the
     /// constrained-decoding overhead, and prefix-cache savings.
     Llm(super::llm::BenchLlmArgs),
+    /// Embedding throughput on a repository's functions, cold and warm, against
+    /// sentence-transformers in the same run; top-k latency on 100k random vectors.
+    Embed(super::search::BenchArgs),
     /// Index a generated Python corpus: cold (no cache), warm (no change), parse only, and
     /// Python's `ast` on the same files (benches/ast_parse.py) for the ratio.
     Index {
@@ -36,6 +39,7 @@ pub enum Cmd {
 pub fn run(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Llm(args) => super::llm::bench(args),
+        Cmd::Embed(args) => super::search::bench(args),
         Cmd::Index {
             lines,
             runs,
@@ -45,13 +49,14 @@ pub fn run(cmd: Cmd) -> Result<()> {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+/// The median of some measurements (NaN when there are none).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut xs = xs.to_vec();
     xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    match xs.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
     }
 }
 
@@ -74,7 +79,7 @@ fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Runs> {
             cpu.push(b - a);
         }
     }
-    let cpu = (cpu.len() == runs).then(|| median(cpu));
+    let cpu = (cpu.len() == runs).then(|| median(&cpu));
     Ok(Runs { wall, cpu })
 }
 
@@ -171,10 +176,10 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
 
     let ast = python_ast(&root, runs);
     let (cold_m, warm_m, p1_m, pp_m) = (
-        median(cold.wall.clone()),
-        median(warm.wall.clone()),
-        median(parse1.wall.clone()),
-        median(parse_par.wall.clone()),
+        median(&cold.wall),
+        median(&warm.wall),
+        median(&parse1.wall),
+        median(&parse_par.wall),
     );
     let mb = stats.source_bytes as f64 / 1e6;
     let fig = |s: f64, runs: &Runs| {
