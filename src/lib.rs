@@ -6,3 +6,4 @@ pub mod index;
 pub mod llm;
 pub mod models;
 pub mod repo;
+pub mod retrieve;

@@ -1,0 +1,3 @@
+//! Context retrievers: each reads the repository only through a masked view.
+
+pub mod dyretriever;
