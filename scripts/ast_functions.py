@@ -16,7 +16,12 @@ checked against (tests/ast_parity.rs), so it names things exactly as repohop doe
   no `<locals>`);
 - kind: "method" when defined directly in a class body, else "function";
 - start_line: the first decorator's line if any, else the `def` line; end_line: `end_lineno`;
-- params: names in order, `*args` / `**kwargs` marked; docstring: `ast.get_docstring`.
+- params: names in order, `*args` / `**kwargs` marked; docstring: `ast.get_docstring`;
+- calls: [callee, line] for each call the function's own code makes, sorted by (line, callee): the
+  callee as written with line breaks (and the indentation around them) removed, on the line
+  where the callee ends. Calls in nested functions belong to them; the decorators, default
+  values and annotations of a nested function, and the body of a class nested in the function,
+  belong to the function.
 
 Walks every `.py` file, skipping hidden files and folders (names starting with `.`), as the
 repohop walker does. Files `ast` cannot parse are listed under "syntax_errors".
@@ -56,7 +61,33 @@ def params(args):
     return out
 
 
-def collect(tree, module, rel, out):
+def own_calls(fn, source):
+    """The calls `fn` itself makes (see the module docstring for the attribution rules)."""
+    found = []
+
+    def visit(node):
+        if isinstance(node, ast.Call):
+            seg = ast.get_source_segment(source, node.func) or ""
+            callee = "".join(line.strip() for line in seg.split("\n"))
+            found.append((node.func.end_lineno, callee))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # Only what runs when the enclosing function runs.
+            for d in node.decorator_list:
+                visit(d)
+            visit(node.args)
+            if node.returns:
+                visit(node.returns)
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    for stmt in fn.body:
+        visit(stmt)
+    found.sort()
+    return [[callee, line] for line, callee in found]
+
+
+def collect(tree, module, rel, out, source):
     def visit(node, prefix, in_class):
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -71,6 +102,7 @@ def collect(tree, module, rel, out):
                         "end_line": child.end_lineno,
                         "params": params(child.args),
                         "docstring": ast.get_docstring(child),
+                        "calls": own_calls(child, source),
                     }
                 )
                 visit(child, qual, False)
@@ -103,11 +135,13 @@ def main():
     for full, rel in files:
         try:
             with open(full, "rb") as f:
-                tree = ast.parse(f.read(), filename=rel)
-        except (SyntaxError, ValueError):
+                raw = f.read()
+            tree = ast.parse(raw, filename=rel)
+            source = raw.decode("utf-8-sig")
+        except (SyntaxError, ValueError, UnicodeDecodeError):
             errors.append(rel)
             continue
-        collect(tree, module_name(rel, package_dirs), rel, functions)
+        collect(tree, module_name(rel, package_dirs), rel, functions, source)
     functions.sort(key=lambda f: (f["path"], f["start_line"], f["qualname"]))
     json.dump({"functions": functions, "syntax_errors": errors}, sys.stdout, indent=1)
     sys.stdout.write("\n")

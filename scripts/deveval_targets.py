@@ -6,13 +6,15 @@ Usage: python3 scripts/deveval_targets.py TASKS.jsonl SOURCE_CODE_DIR [REPOHOP_B
 For each task, runs `repohop show <SOURCE_CODE_DIR>/<project_path> <namespace> --json` and checks
 that the namespace resolves to a definition in `completion_path` whose line range covers DevEval's
 `signature_position` and `body_position`, and that the masked view serves neither its signature
-nor its body. Prints one line per failure and a summary; exits 1 if any task fails.
+nor its body. Prints one line per failure and a summary; exits 1 if any task fails. The symbol
+caches go to a temporary folder, not into the DevEval sources.
 """
 
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def main():
@@ -22,9 +24,11 @@ def main():
     binary = sys.argv[3] if len(sys.argv) > 3 else "repohop"
     tasks = [json.loads(line) for line in open(tasks_file) if line.strip()]
     ok = 0
+    caches = tempfile.mkdtemp(prefix="repohop-deveval-")
     for t in tasks:
         root = os.path.join(src, t["project_path"])
-        r = subprocess.run([binary, "show", root, t["namespace"], "--json"],
+        cache = os.path.join(caches, t["project_path"].replace("/", "_"))
+        r = subprocess.run([binary, "show", root, t["namespace"], "--json", "--cache-dir", cache],
                            capture_output=True, text=True)
         if r.returncode != 0:
             print(f"FAIL {t['namespace']}: {r.stderr.strip()}")

@@ -1,5 +1,6 @@
 //! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
 
+pub mod embed;
 pub mod eval;
 pub mod generate;
 pub mod index;

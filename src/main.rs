@@ -34,6 +34,8 @@ enum Command {
     Eval(cli::eval::EvalArgs),
     /// Compare run directories side by side (markdown or JSON) and chart them.
     Report(cli::eval::ReportArgs),
+    /// Find the functions most similar to a query (dense embeddings, cosine).
+    Search(cli::search::SearchArgs),
 }
 
 fn main() {
@@ -49,6 +51,7 @@ fn main() {
         Command::Llm(args) => cli::llm::run(args),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
+        Command::Search(args) => cli::search::search(args),
     };
     if let Err(err) = result {
         eprintln!("error: {err:#}");

@@ -566,3 +566,256 @@ fn defs_serialize_for_json_output() {
         "{\"kind\":\"function\",\"id\":3}"
     );
 }
+
+#[test]
+fn ignore_files_and_hidden_folders_are_honoured_outside_git() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), ".gitignore", "build/\n");
+    write(t.path(), ".ignore", "gen.py\n");
+    write(t.path(), ".repohopignore", "vendor/\n");
+    for p in [
+        "build/b.py",
+        "gen.py",
+        "vendor/v.py",
+        ".hidden/h.py",
+        ".git/x.py",
+        "keep.py",
+        "docs/notes.md",
+    ] {
+        write(t.path(), p, "def f():\n    pass\n");
+    }
+    let repo = open(t.path());
+    let paths: Vec<&str> = repo.files().iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["docs/notes.md", "keep.py"]);
+    assert_eq!(repo.stats().source_files, 1);
+    assert!(t.path().join(".repohop/symbols.json").is_file());
+    // The cache folder is not indexed on the next run either.
+    assert_eq!(open(t.path()).files().len(), 2);
+}
+
+/// The fixture repositories of tests/fixtures, indexed without writing a cache into the tree.
+fn fixture(name: &str) -> Repository {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let opts = IndexOptions {
+        use_cache: false,
+        ..Default::default()
+    };
+    Repository::open(&root, &opts).expect("fixture")
+}
+
+#[test]
+fn pyproj_fixture_resolutions() {
+    let repo = fixture("pyproj");
+    let main = "walkway.cli.main";
+    // `import walkway.pathops as po`; `from walkway.core import engine`.
+    assert_eq!(
+        resolve(&repo, main, "po.norm_path").unwrap(),
+        ["walkway.pathops.norm_path@walkway/pathops.py:7"]
+    );
+    assert_eq!(
+        resolve(&repo, main, "engine.Engine.make").unwrap(),
+        ["walkway.core.engine.Engine.make@walkway/core/engine.py:38"]
+    );
+    // A local variable of unknown type: the one class with a `walk` method.
+    assert_eq!(
+        resolve(&repo, main, "eng.walk").unwrap(),
+        ["walkway.core.engine.Engine.walk@walkway/core/engine.py:27"]
+    );
+    // Re-exported by the package `__init__`.
+    assert_eq!(
+        resolve(&repo, main, "walkway.Engine").unwrap(),
+        ["walkway.core.engine.Engine@walkway/core/engine.py:13"]
+    );
+    assert_eq!(
+        resolve(&repo, main, "walkway.core.trace").unwrap(),
+        ["walkway.core.engine.trace@walkway/core/engine.py:7"]
+    );
+    assert!(
+        matches!(resolve(&repo, main, "sys.exit"), Err(Unresolved::External { module, .. }) if module == "sys")
+    );
+
+    let walk = "walkway.core.engine.Engine.walk";
+    assert_eq!(
+        resolve(&repo, walk, "self.parts").unwrap(),
+        ["walkway.core.engine.Engine.parts@walkway/core/engine.py:33"]
+    );
+    assert_eq!(
+        resolve(&repo, walk, "join_path").unwrap(),
+        ["walkway.pathops.join_path@walkway/pathops.py:40"]
+    );
+    assert_eq!(
+        resolve(&repo, walk, "reg").unwrap(),
+        ["walkway.core.registry.register@walkway/core/registry.py:6"]
+    );
+    assert_eq!(
+        resolve(&repo, walk, "trace").unwrap(),
+        ["walkway.core.engine.trace@walkway/core/engine.py:7"]
+    );
+    // Inherited from `Registry` (imported from `.registry`).
+    assert_eq!(
+        resolve(&repo, walk, "self.lookup").unwrap(),
+        ["walkway.core.registry.Registry.lookup@walkway/core/registry.py:22"]
+    );
+    assert_eq!(
+        resolve(
+            &repo,
+            "walkway.core.engine.Engine.__init__",
+            "super().__init__"
+        )
+        .unwrap(),
+        ["walkway.core.registry.Registry.__init__@walkway/core/registry.py:19"]
+    );
+    // The lazy import in `parts`.
+    assert_eq!(
+        resolve(&repo, "walkway.core.engine.Engine.parts", "iterate_path").unwrap(),
+        ["walkway.pathops.iterate_path@walkway/pathops.py:28"]
+    );
+    assert_eq!(
+        resolve(&repo, "walkway.core.engine.Engine.make", "Engine").unwrap(),
+        ["walkway.core.engine.Engine@walkway/core/engine.py:13"]
+    );
+    // A nested function, from its enclosing one.
+    assert_eq!(
+        resolve(&repo, "walkway.core.registry.register", "wrap").unwrap(),
+        ["walkway.core.registry.register.wrap@walkway/core/registry.py:9"]
+    );
+
+    let engine = repo.file_id("walkway/core/engine.py").unwrap();
+    let r = repo.resolver();
+    let targets: Vec<String> = r
+        .imports_of(engine)
+        .into_iter()
+        .map(|(i, t)| match t {
+            Ok(ImportTarget::Module { files }) => {
+                format!("{}: module {}", i.line, repo.file(files[0]).path)
+            }
+            Ok(ImportTarget::Defs { defs }) => format!("{}: {}", i.line, repo.qualname(defs[0])),
+            Ok(ImportTarget::External { module }) => format!("{}: external {module}", i.line),
+            Err(e) => format!("{}: {e}", i.line),
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "2: module walkway/core/registry.py",
+            "3: walkway.core.registry.register",
+            "3: walkway.core.registry.Registry",
+            "4: walkway.pathops.join_path",
+            "34: walkway.pathops.iterate_path",
+        ]
+    );
+}
+
+#[test]
+fn javaproj_fixture_resolutions() {
+    let repo = fixture("javaproj");
+    let main = "com.acme.App.main";
+    let util = "src/main/java/com/acme/util/MathUtil.java";
+    // `import static com.acme.util.MathUtil.clamp`: both overloads.
+    assert_eq!(
+        resolve(&repo, main, "clamp").unwrap(),
+        [
+            format!("com.acme.util.MathUtil.clamp@{util}:6"),
+            format!("com.acme.util.MathUtil.clamp@{util}:10")
+        ]
+    );
+    // `import static com.acme.util.MathUtil.*`.
+    assert_eq!(
+        resolve(&repo, main, "sum").unwrap(),
+        [format!("com.acme.util.MathUtil.sum@{util}:14")]
+    );
+    // `import com.acme.shapes.*`, then an inner class.
+    assert_eq!(
+        resolve(&repo, main, "Circle.Builder").unwrap(),
+        ["com.acme.shapes.Circle.Builder@src/main/java/com/acme/shapes/Circle.java:31"]
+    );
+    assert_eq!(
+        resolve(&repo, main, "s.describe").unwrap(),
+        ["com.acme.shapes.Shape.describe@src/main/java/com/acme/shapes/Shape.java:7"]
+    );
+    // Overloads in the same class; a bare method name inside a method is a member call.
+    let circle = "src/main/java/com/acme/shapes/Circle.java";
+    let scale_int = resolve_target(&repo, &format!("{circle}::Circle.scale@20")).unwrap();
+    let found = repo.resolver().resolve_name(scale_int, "scale").unwrap();
+    assert_eq!(
+        found.iter().map(|d| repo.location(*d)).collect::<Vec<_>>(),
+        [format!("{circle}:20"), format!("{circle}:27")]
+    );
+    assert_eq!(
+        resolve(&repo, "com.acme.shapes.Circle.Circle", "MathUtil.clamp")
+            .unwrap()
+            .len(),
+        2
+    );
+    let app = repo.file_id("src/main/java/com/acme/App.java").unwrap();
+    let kinds: Vec<String> = repo
+        .resolver()
+        .imports_of(app)
+        .into_iter()
+        .map(|(i, t)| match t {
+            Ok(ImportTarget::Module { files }) => {
+                format!("{}: package of {} files", i.line, files.len())
+            }
+            Ok(ImportTarget::Defs { defs }) => {
+                format!("{}: {} x{}", i.line, repo.qualname(defs[0]), defs.len())
+            }
+            Ok(ImportTarget::External { module }) => format!("{}: external {module}", i.line),
+            Err(e) => format!("{}: {e}", i.line),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "3: package of 2 files",
+            "4: external java.util.List",
+            "5: com.acme.util.MathUtil.clamp x2",
+            "6: com.acme.util.MathUtil x1",
+        ]
+    );
+
+    // Masking one overload hides it alone; the Maven test tree is out by default.
+    let scale_double = resolve_target(&repo, &format!("{circle}::Circle.scale@27")).unwrap();
+    let view = MaskedView::new(&repo, Some(scale_double), false);
+    let text = view.file_text(circle).unwrap();
+    assert!(
+        !text.contains("public Circle scale(double factor)") && !text.contains("radius * factor")
+    );
+    assert!(text.contains("public Circle scale(int factor)"));
+    let found = view.resolver().resolve_name(scale_int, "scale").unwrap();
+    assert_eq!(
+        found.iter().map(|d| repo.location(*d)).collect::<Vec<_>>(),
+        [format!("{circle}:20")]
+    );
+    assert!(view.files().all(|f| !f.path.starts_with("src/test/")));
+    assert!(MaskedView::new(&repo, Some(scale_double), true)
+        .files()
+        .any(|f| f.path.ends_with("MathUtilTest.java")));
+}
+
+#[test]
+fn pyproj_fixture_masked_view() {
+    let repo = fixture("pyproj");
+    let target = func(&repo, "walkway.pathops.iterate_path");
+    let view = MaskedView::new(&repo, Some(target), false);
+    let text = view.file_text("walkway/pathops.py").unwrap();
+    assert!(!text.contains("def iterate_path(path):"));
+    assert!(!text.contains("Iterate over the components of a path."));
+    assert!(!text.contains("_path.strip(\"/\")"));
+    assert!(text.contains("def norm_path(path):") && text.contains("def join_path(*paths):"));
+    let tree = view.tree(TreeOptions {
+        budget: 10_000,
+        functions: true,
+    });
+    assert_eq!(
+        tree,
+        "pyproj/\n  walkway/\n    core/\n      __init__.py\n      engine.py\n        - trace\n        - Engine.__init__\n        - Engine.name\n        - Engine.walk\n        - Engine.parts\n        - Engine.make\n      registry.py\n        - register\n        - register.wrap\n        - Registry.__init__\n        - Registry.lookup\n    __init__.py\n    cli.py\n      - main\n    pathops.py\n      - norm_path\n      - join_path\n"
+    );
+    // The lazy import of the target is still resolvable from `parts`... to nothing visible.
+    let parts = func(&repo, "walkway.core.engine.Engine.parts");
+    assert!(matches!(
+        view.resolver().resolve_name(parts, "iterate_path"),
+        Err(Unresolved::NotFound { .. })
+    ));
+}

@@ -15,6 +15,9 @@ pub enum Cmd {
     /// The local LLM: prefill and decode tokens/s (512-token prompt, 128 new tokens), the
     /// constrained-decoding overhead, and prefix-cache savings.
     Llm(super::llm::BenchLlmArgs),
+    /// Embedding throughput on a repository's functions, cold and warm, against
+    /// sentence-transformers in the same run; top-k latency on 100k random vectors.
+    Embed(super::search::BenchArgs),
     /// Index a generated Python corpus: cold (no cache), warm (no change), parse only, and
     /// Python's `ast` on the same files (benches/ast_parse.py) for the ratio.
     Index {
@@ -36,6 +39,7 @@ pub enum Cmd {
 pub fn run(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Llm(args) => super::llm::bench(args),
+        Cmd::Embed(args) => super::search::bench(args),
         Cmd::Index {
             lines,
             runs,
@@ -45,24 +49,61 @@ pub fn run(cmd: Cmd) -> Result<()> {
     }
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+/// The median of some measurements (NaN when there are none).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut xs = xs.to_vec();
     xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    match xs.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => xs[n / 2],
+        n => (xs[n / 2 - 1] + xs[n / 2]) / 2.0,
     }
 }
 
-fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(runs);
+/// Wall-clock seconds of each run, and the median CPU seconds (all threads) per run when the
+/// platform reports them: on a loaded machine CPU time is the steadier figure.
+struct Runs {
+    wall: Vec<f64>,
+    cpu: Option<f64>,
+}
+
+fn time_runs(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Runs> {
+    let mut wall = Vec::with_capacity(runs);
+    let mut cpu = Vec::with_capacity(runs);
     for _ in 0..runs {
+        let c = cpu_seconds();
         let t = Instant::now();
         f()?;
-        out.push(t.elapsed().as_secs_f64());
+        wall.push(t.elapsed().as_secs_f64());
+        if let (Some(a), Some(b)) = (c, cpu_seconds()) {
+            cpu.push(b - a);
+        }
     }
-    Ok(out)
+    let cpu = (cpu.len() == runs).then(|| median(&cpu));
+    Ok(Runs { wall, cpu })
+}
+
+/// User + system CPU time of this process (all threads), from /proc/self/stat (Linux; clock
+/// ticks of 1/100 s).
+fn cpu_seconds() -> Option<f64> {
+    proc_stat_seconds(11)
+}
+
+/// User + system CPU time of this process's finished (waited-for) children.
+fn children_cpu_seconds() -> Option<f64> {
+    proc_stat_seconds(13)
+}
+
+/// The sum of two consecutive clock-tick fields of /proc/self/stat, `first` counted from the
+/// field after the command name, in seconds.
+fn proc_stat_seconds(first: usize) -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let a: f64 = fields.get(first)?.parse().ok()?;
+    let b: f64 = fields.get(first + 1)?.parse().ok()?;
+    Some((a + b) / 100.0)
 }
 
 fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Result<()> {
@@ -135,18 +176,19 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
 
     let ast = python_ast(&root, runs);
     let (cold_m, warm_m, p1_m, pp_m) = (
-        median(cold.clone()),
-        median(warm.clone()),
-        median(parse1.clone()),
-        median(parse_par.clone()),
+        median(&cold.wall),
+        median(&warm.wall),
+        median(&parse1.wall),
+        median(&parse_par.wall),
     );
     let mb = stats.source_bytes as f64 / 1e6;
-    let fig = |s: f64, runs: &[f64]| {
-        json!({"median_s": s, "runs_s": runs, "mb_per_s": mb / s,
+    let fig = |s: f64, runs: &Runs| {
+        json!({"median_s": s, "runs_s": runs.wall, "cpu_s": runs.cpu, "mb_per_s": mb / s,
                "functions_per_s": stats.functions as f64 / s})
     };
-    let py_fig = |s: f64, runs: &[f64]| {
-        json!({"median_s": s, "runs_s": runs, "mb_per_s": py_bytes as f64 / 1e6 / s,
+    let py_fig = |s: f64, runs: &Runs| {
+        json!({"median_s": s, "runs_s": runs.wall, "cpu_s": runs.cpu,
+               "mb_per_s": py_bytes as f64 / 1e6 / s,
                "functions_per_s": py_functions as f64 / s})
     };
     let ast_ratio = ast
@@ -161,6 +203,8 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
         "lines": count_lines(&sources), "functions": stats.functions, "runs": runs,
         "cold_index": fig(cold_m, &cold),
         "warm_index": fig(warm_m, &warm),
+        "load_average": std::fs::read_to_string("/proc/loadavg").ok()
+            .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse::<f64>().ok())),
         "warm_files_reparsed": warm_parsed,
         "parse_only_1_thread": py_fig(p1_m, &parse1),
         "parse_only_parallel": py_fig(pp_m, &parse_par),
@@ -175,9 +219,13 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
         "corpus: {} source files, {} lines, {:.2} MB, {} functions ({} threads, median of {runs})",
         stats.source_files, out["lines"], mb, stats.functions, out["threads"]
     );
-    let line = |name: &str, s: f64, target: &str| {
+    let line = |name: &str, s: f64, runs: &Runs, target: &str| {
+        let cpu = runs
+            .cpu
+            .map(|c| format!("{:>7.0} ms CPU", c * 1e3))
+            .unwrap_or_default();
         println!(
-            "  {name:<24} {:>8.1} ms  {:>7.1} MB/s  {:>9.0} functions/s  {target}",
+            "  {name:<24} {:>8.1} ms {cpu}  {:>7.1} MB/s  {:>9.0} functions/s  {target}",
             s * 1e3,
             mb / s,
             stats.functions as f64 / s
@@ -186,11 +234,12 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
     line(
         "cold index (no cache)",
         cold_m,
+        &cold,
         "(target < 2000 ms for 100k lines)",
     );
-    line("warm index (no change)", warm_m, "(target < 300 ms)");
-    line("parse only, 1 thread", p1_m, "");
-    line("parse only, parallel", pp_m, "");
+    line("warm index (no change)", warm_m, &warm, "(target < 300 ms)");
+    line("parse only, 1 thread", p1_m, &parse1, "");
+    line("parse only, parallel", pp_m, &parse_par, "");
     match &ast {
         Ok(a) => {
             let s = a["seconds"].as_f64().unwrap_or(f64::NAN);
@@ -199,11 +248,21 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
                 "python ast",
                 s * 1e3
             );
+            if let Some(c) = a["cpu_s_per_run_at_most"].as_f64() {
+                println!(
+                    "  {:<24} {:>8} ms CPU per run at most (whole python process / runs)",
+                    "",
+                    (c * 1e3).round()
+                );
+            }
             if let Some(r) = ast_ratio {
                 println!("  ratio: python ast takes {r:.2}x the time of repohop's 1-thread parse");
             }
         }
         Err(e) => println!("  python ast: skipped ({e})"),
+    }
+    if let Some(l) = out["load_average"].as_f64() {
+        println!("  load average at the end: {l:.1} (on a loaded machine, compare CPU times and the ratio)");
     }
     if warm_parsed > 0 {
         println!("  warning: warm runs re-parsed {warm_parsed} file(s)");
@@ -224,6 +283,7 @@ fn python_ast(root: &Path, runs: usize) -> Result<serde_json::Value> {
     .into_iter()
     .find(|p| p.is_file())
     .context("benches/ast_parse.py not found (run from the repohop source folder)")?;
+    let before = children_cpu_seconds();
     let out = std::process::Command::new("python3")
         .arg(&script)
         .arg(root)
@@ -243,8 +303,14 @@ fn python_ast(root: &Path, runs: usize) -> Result<serde_json::Value> {
         .last()
         .unwrap_or_default()
         .to_string();
-    serde_json::from_str(&last)
-        .with_context(|| format!("unexpected output from {}: {last}", script.display()))
+    let mut v: serde_json::Value = serde_json::from_str(&last)
+        .with_context(|| format!("unexpected output from {}: {last}", script.display()))?;
+    // The whole process (start-up, reading, every run) over the runs: an upper bound on the CPU
+    // time of one run, comparable with ours on a loaded machine.
+    if let (Some(a), Some(b), Some(o)) = (before, children_cpu_seconds(), v.as_object_mut()) {
+        o.insert("cpu_s_per_run_at_most".into(), json!((b - a) / runs as f64));
+    }
+    Ok(v)
 }
 
 /// A deterministic pseudo-random sequence (xorshift64*), so the corpus is the same every run.

@@ -1,6 +1,7 @@
 //! `repohop llm`: one generation call for quick checks; `repohop bench llm`: prefill/decode
 //! throughput, constrained-decoding overhead and prefix-cache savings.
 
+use super::bench::median;
 use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};
@@ -119,16 +120,6 @@ const CODE: &str = "def load_config(path):\n    with open(path) as f:\n        r
 class Parser:\n    def __init__(self, text):\n        self.text = text\n        self.pos = 0\n\n    \
 def parse_args(self, argv):\n        return [a for a in argv if not a.startswith('-')]\n\n";
 
-fn median(xs: &mut [f64]) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    if n % 2 == 1 {
-        xs[n / 2]
-    } else {
-        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-    }
-}
-
 pub fn bench(args: BenchLlmArgs) -> Result<()> {
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
@@ -171,18 +162,15 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     }
     drop(peer);
     let peer_report = (!peer_prefill.is_empty()).then(|| {
-        let (p, d) = (
-            median(&mut peer_prefill.clone()),
-            median(&mut peer_decode.clone()),
-        );
+        let (p, d) = (median(&peer_prefill), median(&peer_decode));
         serde_json::json!({
             "engine": "candle-transformers 0.11 quantized_qwen2",
             "prefill_tokens_per_s": p,
             "decode_tokens_per_s": d,
             "prefill_tokens_per_s_runs": peer_prefill,
             "decode_tokens_per_s_runs": peer_decode,
-            "prefill_ratio": median(&mut prefill.clone()) / p,
-            "decode_ratio": median(&mut decode.clone()) / d,
+            "prefill_ratio": median(&prefill) / p,
+            "decode_ratio": median(&decode) / d,
         })
     });
     let constrained = constrained_overhead(&mut llm)?;
@@ -197,8 +185,8 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
         "prompt_tokens": ids.len(),
         "generated_tokens": args.gen_tokens,
         "runs": args.runs,
-        "prefill_tokens_per_s": median(&mut prefill.clone()),
-        "decode_tokens_per_s": median(&mut decode.clone()),
+        "prefill_tokens_per_s": median(&prefill),
+        "decode_tokens_per_s": median(&decode),
         "prefill_tokens_per_s_runs": prefill,
         "decode_tokens_per_s_runs": decode,
         "peer": peer_report,

@@ -6,3 +6,4 @@ pub mod generate;
 pub mod llm;
 pub mod models;
 pub mod repo;
+pub mod search;

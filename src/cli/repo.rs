@@ -59,6 +59,11 @@ impl RepoArgs {
 pub struct IndexArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
+    /// Also build/update the embedding vectors of every function.
+    #[arg(long)]
+    pub embed: bool,
+    #[command(flatten)]
+    pub embed_opts: super::search::EmbedArgs,
     /// Print the counts and diagnostics as JSON.
     #[arg(long)]
     pub json: bool,
@@ -117,8 +122,18 @@ pub fn index(args: IndexArgs) -> Result<()> {
         .filter(|f| f.symbols.as_ref().is_some_and(|s| s.parse_errors > 0))
         .map(|f| f.path.as_str())
         .collect();
+    let embeddings = if args.embed {
+        Some(super::search::index_command(
+            &repo,
+            &args.repo,
+            &args.embed_opts,
+        )?)
+    } else {
+        None
+    };
     if args.json {
         let out = json!({
+            "embeddings": embeddings,
             "root": repo.root(),
             "stats": s,
             "files_with_parse_errors": parse_errors,
@@ -142,6 +157,16 @@ pub fn index(args: IndexArgs) -> Result<()> {
     println!("  parse errors in {} file(s)", parse_errors.len());
     for p in &parse_errors {
         println!("    {p}");
+    }
+    if let Some(e) = &embeddings {
+        println!(
+            "  embeddings {:>8}  ({} embedded, {} reused; {} in {:.1} s)",
+            e["rows"],
+            e["embedded"],
+            e["reused"],
+            e["model"]["name"].as_str().unwrap_or("?"),
+            e["seconds"].as_f64().unwrap_or(0.0)
+        );
     }
     print_diagnostics(&repo);
     Ok(())

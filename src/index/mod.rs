@@ -2,3 +2,4 @@
 //! written atomically, rebuilt whenever they cannot be trusted.
 
 pub mod symbols;
+pub mod vectors;

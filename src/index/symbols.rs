@@ -190,6 +190,14 @@ impl SymbolCache {
             w.flush()
                 .map_err(|e| fail(format!("cannot write the cache ({e}); cache not saved")))?;
         }
+        // A temporary file is private (0600); the cache is as readable as the repository.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = tmp
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(0o644));
+        }
         tmp.persist(&self.file).map_err(|e| {
             fail(format!(
                 "cannot replace the cache file ({e}); cache not saved"

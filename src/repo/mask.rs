@@ -8,7 +8,7 @@
 //! imports) does not exist in any of its accessors, and test files are left out unless asked for.
 
 use super::model::{Class, FileSymbols, Function, Import, Lang, Span};
-use super::repository::{ClassId, FileId, FnId, Repository};
+use super::repository::{ClassId, Def, FileId, FnId, Repository};
 use super::symbols::{Hidden, Resolver};
 use super::tree::{self, TreeFile, TreeOptions};
 use std::borrow::Cow;
@@ -168,8 +168,8 @@ fn functions_named(repo: &Repository, qualname: &str) -> Vec<FnId> {
         .by_qualname(qualname)
         .iter()
         .filter_map(|d| match d {
-            super::repository::Def::Function(id) => Some(*id),
-            super::repository::Def::Class(_) => None,
+            Def::Function(id) => Some(*id),
+            Def::Class(_) => None,
         })
         .collect()
 }
@@ -312,8 +312,7 @@ impl<'r> MaskedView<'r> {
     }
 
     pub fn is_function_visible(&self, id: FnId) -> bool {
-        self.resolver()
-            .is_visible(super::repository::Def::Function(id))
+        self.resolver().is_visible(Def::Function(id))
     }
 
     /// Visible files (parsed or only listed), by path.
@@ -409,22 +408,40 @@ impl<'r> MaskedView<'r> {
         })
     }
 
+    /// Decorators / annotations and header of a visible function.
+    pub fn signature_text(&self, id: FnId) -> Option<&'r str> {
+        self.function(id).map(|_| self.repo.signature_text(id))
+    }
+
+    /// Qualified name of a visible definition.
+    pub fn qualname(&self, def: Def) -> Option<&'r str> {
+        self.resolver()
+            .is_visible(def)
+            .then(|| self.repo.qualname(def))
+    }
+
+    /// `path:line` of a visible definition.
+    pub fn location(&self, def: Def) -> Option<String> {
+        self.resolver()
+            .is_visible(def)
+            .then(|| self.repo.location(def))
+    }
+
+    /// The repository's root folder.
+    pub fn root(&self) -> &'r std::path::Path {
+        self.repo.root()
+    }
+
     /// Visible classes; a class of the target's file comes without the hidden methods.
     pub fn classes(&self) -> impl Iterator<Item = (ClassId, &Class)> + '_ {
         self.repo
             .class_ids()
-            .filter(|id| {
-                self.resolver()
-                    .is_visible(super::repository::Def::Class(*id))
-            })
+            .filter(|id| self.resolver().is_visible(Def::Class(*id)))
             .filter_map(|id| self.class(id).map(|c| (id, c)))
     }
 
     pub fn class(&self, id: ClassId) -> Option<&Class> {
-        if !self
-            .resolver()
-            .is_visible(super::repository::Def::Class(id))
-        {
+        if !self.resolver().is_visible(Def::Class(id)) {
             return None;
         }
         let c = self.repo.class(id);

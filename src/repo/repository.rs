@@ -75,6 +75,8 @@ pub struct SourceFile {
     pub path: String,
     pub size: u64,
     pub lang: Option<Lang>,
+    /// Parsed files only: sha256 of the bytes (hex), the key of every per-file cache.
+    pub hash: Option<String>,
     /// Parsed files only: their text (decoded lossily if need be) and symbols.
     pub text: Option<String>,
     pub symbols: Option<FileSymbols>,
@@ -102,6 +104,7 @@ pub struct IndexStats {
 #[derive(Debug)]
 pub struct Repository {
     root: PathBuf,
+    cache_dir: PathBuf,
     files: Vec<SourceFile>,
     by_path: HashMap<String, FileId>,
     fns: Vec<(FileId, u32)>,
@@ -116,10 +119,10 @@ pub struct Repository {
 
 /// What happened to one walked file in the parallel phase.
 enum Outcome {
-    /// `symbols: None`: take them from the cache.
+    /// `symbols: None`: take them from the cache. (Boxed: most files come from the cache.)
     Parsed {
         text: String,
-        symbols: Option<FileSymbols>,
+        symbols: Option<Box<FileSymbols>>,
         hash: String,
         module: String,
     },
@@ -166,7 +169,7 @@ impl Repository {
             None => root.join(".repohop"),
         };
 
-        let walked = walk::walk(&root, opts.max_file_size, &[cache_dir.clone()]);
+        let walked = walk::walk(&root, opts.max_file_size, std::slice::from_ref(&cache_dir));
         let mut diagnostics = walked.diagnostics;
         let (mut cache, cache_diag) = if opts.use_cache {
             SymbolCache::load(&cache_dir)
@@ -205,6 +208,7 @@ impl Repository {
                     path: file.path,
                     size: file.size,
                     lang: None,
+                    hash: None,
                     text: None,
                     symbols: None,
                 }),
@@ -219,7 +223,7 @@ impl Repository {
                     let symbols = match symbols {
                         Some(s) => {
                             stats.parsed += 1;
-                            s
+                            *s
                         }
                         None => {
                             stats.cached += 1;
@@ -245,11 +249,12 @@ impl Repository {
                             ),
                         ));
                     }
-                    keys.push((files.len(), hash, module));
+                    keys.push((files.len(), module));
                     files.push(SourceFile {
                         path: file.path,
                         size: file.size,
                         lang: file.lang,
+                        hash: Some(hash),
                         text: Some(text),
                         symbols: Some(symbols),
                     });
@@ -257,14 +262,17 @@ impl Repository {
             }
         }
         if opts.use_cache && cache.needs_write(stats.parsed) {
-            let records = keys.iter().filter_map(|(i, hash, module)| {
+            let records = keys.iter().filter_map(|(i, module)| {
                 let f: &SourceFile = &files[*i];
-                f.symbols.as_ref().map(|symbols| CacheRecord {
-                    path: &f.path,
-                    hash,
-                    module,
-                    symbols,
-                })
+                match (&f.hash, &f.symbols) {
+                    (Some(hash), Some(symbols)) => Some(CacheRecord {
+                        path: &f.path,
+                        hash,
+                        module,
+                        symbols,
+                    }),
+                    _ => None,
+                }
             });
             if let Err(d) = cache.write(records) {
                 diagnostics.push(d);
@@ -275,6 +283,7 @@ impl Repository {
 
         let mut repo = Repository {
             root,
+            cache_dir,
             by_path: files
                 .iter()
                 .enumerate()
@@ -328,6 +337,12 @@ impl Repository {
     /// The canonical root folder.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The folder of the persistent caches (`<repo>/.repohop` unless `--cache-dir`); other
+    /// caches (embeddings) live next to the symbol cache.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
     }
 
     /// Every file the walk kept (parsed or only listed), sorted by path.
@@ -528,7 +543,7 @@ fn process(
     let symbols = if cache.contains(&file.path, &hash, &module) {
         None
     } else {
-        Some(front_end.parse(&file.path, &module, &source.text))
+        Some(Box::new(front_end.parse(&file.path, &module, &source.text)))
     };
     (
         Outcome::Parsed {

@@ -103,7 +103,8 @@ impl<'t> Visitor<'t> for Extractor<'_, 't> {
             "import_declaration" => self.import(node),
             "method_declaration"
             | "constructor_declaration"
-            | "compact_constructor_declaration" => self.method(node, javadoc),
+            | "compact_constructor_declaration"
+            | "annotation_type_element_declaration" => self.method(node, javadoc),
             "method_invocation" => {
                 if let Some(name) = node.child_by_field_name("name") {
                     self.call(node, name);
@@ -241,10 +242,17 @@ impl<'t> Extractor<'_, 't> {
         let (prefix, class_index) = self.context();
         let qualname = join_qualname(prefix, name);
         let class = class_index.map(|_| prefix.to_string());
-        let params = node
-            .child_by_field_name("parameters")
-            .map(|p| self.params(p))
-            .unwrap_or_default();
+        let params = match node.child_by_field_name("parameters") {
+            Some(p) => self.params(p),
+            // A compact canonical constructor takes the record's components.
+            None if node.kind() == "compact_constructor_declaration" => node
+                .parent()
+                .and_then(|body| body.parent())
+                .and_then(|record| record.child_by_field_name("parameters"))
+                .map(|p| self.params(p))
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let body = node.child_by_field_name("body");
         let (signature, body_span) = match body {
             Some(body) => {
@@ -254,7 +262,8 @@ impl<'t> Extractor<'_, 't> {
                     span_of(body),
                 )
             }
-            // Abstract and interface methods: the header is everything before the `;`.
+            // Abstract and interface methods and annotation elements: the header is everything
+            // before the `;`.
             None => {
                 let last = node
                     .child(node.child_count().saturating_sub(1))
@@ -696,10 +705,29 @@ public class Strings extends Base implements Comparable<Strings>, Serializable {
                 ("Point.Point", Some("Point"))
             ]
         );
+        assert_eq!(fs.functions[2].params, ["x", "y"]);
         assert_eq!(fs.classes[0].members, ["RED", "GREEN"]);
         assert_eq!(fs.classes[1].members, ["x", "y"]);
         assert_eq!(fs.functions[1].calls[0].callee, "draw");
         assert_eq!(fs.functions[2].calls[0].callee, "check");
+    }
+
+    #[test]
+    fn annotation_elements_are_bodiless_methods() {
+        let src = "package p;\n@interface Since {\n    String value() default \"1\";\n}\n";
+        let fs = Java.parse("Since.java", "", src);
+        let f = &fs.functions[0];
+        assert_eq!(
+            (f.qualname.as_str(), f.class.as_deref()),
+            ("p.Since.value", Some("p.Since"))
+        );
+        let semi = src.rfind(';').unwrap();
+        assert_eq!(
+            &src[f.signature.start_byte..f.signature.end_byte],
+            "String value() default \"1\""
+        );
+        assert_eq!((f.body.start_byte, f.body.end_byte), (semi + 1, semi + 1));
+        assert_eq!(fs.classes[0].methods, ["p.Since.value"]);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! - Java: `<package>.<Outer>.<Inner>.<method>`; overloads share one qualified name; a
 //!   constructor is named after its class (`pkg.Foo.Foo`); a class declared in a method body
 //!   continues the chain (`pkg.A.run.Local.m`), and a method of an anonymous class is named as
-//!   if nested in the enclosing method (`pkg.A.run.compare`).
+//!   if nested in the enclosing method (`pkg.A.run.compare`); annotation elements
+//!   (`String value() default "";`) are bodiless methods, as javac sees them.
 
 mod java;
 mod python;

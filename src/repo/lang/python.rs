@@ -95,6 +95,7 @@ impl<'t> Visitor<'t> for Extractor<'_, 't> {
                 }
             }
             "call" => self.call(node),
+            "type_alias_statement" => self.type_alias(node),
             "import_statement" | "import_from_statement" | "future_import_statement" => {
                 self.import(node)
             }
@@ -260,18 +261,42 @@ impl<'t> Extractor<'_, 't> {
     }
 
     fn call(&mut self, node: Node<'t>) {
-        let Some(ScopeKind::Function { index, .. }) = self.current_function().map(|s| &s.kind)
-        else {
+        let Some(mut callee) = node.child_by_field_name("function") else {
             return;
         };
-        let index = *index;
-        let Some(callee) = node.child_by_field_name("function") else {
+        // `(a or b)(x)` calls `a or b`, as Python's `ast` reports it.
+        while callee.kind() == "parenthesized_expression" {
+            match first_code_child(callee) {
+                Some(inner) => callee = inner,
+                None => break,
+            }
+        }
+        let line = callee.end_position().row + 1;
+        self.record_call(one_line(text(self.src, callee)), line);
+    }
+
+    /// tree-sitter-python reads `type(obj).attr = value` as a `type X = ...` alias statement
+    /// whose name is `(obj).attr`; a real alias names a plain identifier (optionally generic).
+    /// The misread statement is a call of `type`, recorded as such; the rest of the statement
+    /// is walked as usual.
+    fn type_alias(&mut self, node: Node<'t>) {
+        let Some(left) = node.child_by_field_name("left") else {
             return;
         };
-        self.out.functions[index].calls.push(CallSite {
-            callee: one_line(text(self.src, callee)),
-            line: callee.end_position().row + 1,
-        });
+        let misread = first_code_child(left)
+            .is_some_and(|n| !matches!(n.kind(), "identifier" | "generic_type"));
+        if misread {
+            self.record_call("type".to_string(), node.start_position().row + 1);
+        }
+    }
+
+    fn record_call(&mut self, callee: String, line: usize) {
+        if let Some(ScopeKind::Function { index, .. }) = self.current_function().map(|s| &s.kind) {
+            let index = *index;
+            self.out.functions[index]
+                .calls
+                .push(CallSite { callee, line });
+        }
     }
 
     fn import(&mut self, node: Node<'t>) {
@@ -410,6 +435,15 @@ fn skip_back_comments(mut node: Node) -> Node {
         }
     }
     node
+}
+
+/// The first named child that is not a comment.
+fn first_code_child(node: Node) -> Option<Node> {
+    let mut cursor = node.walk();
+    let found = node
+        .named_children(&mut cursor)
+        .find(|c| c.kind() != "comment");
+    found
 }
 
 /// The last token of a definition's body that is not a comment: tree-sitter attaches comments
@@ -919,6 +953,19 @@ class Child(Base, mixins.Mixin):
         );
         let after = fs.functions.iter().find(|f| f.name == "after").unwrap();
         assert_eq!(after.calls[0].callee, "ok");
+    }
+
+    #[test]
+    fn grammar_quirks_report_calls_as_python_does() {
+        // tree-sitter-python misreads `type(m).x = ...` as a type alias statement.
+        let src = "def f(m, a, b):\n    type(m).x = 1\n    (a or b)(m)\n    type Alias = int\n";
+        let fs = Python.parse("q.py", "q", src);
+        let calls: Vec<(&str, usize)> = fs.functions[0]
+            .calls
+            .iter()
+            .map(|c| (c.callee.as_str(), c.line))
+            .collect();
+        assert_eq!(calls, [("type", 2), ("a or b", 3)]);
     }
 
     #[test]

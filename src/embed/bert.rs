@@ -1,0 +1,257 @@
+//! BERT-family encoders (BERT, RoBERTa and its descendants: CodeBERT, GraphCodeBERT, UniXcoder).
+//!
+//! Post-norm transformer: embeddings (word + position + token type) → LayerNorm, then per layer
+//! self-attention → add & LayerNorm → GELU feed-forward → add & LayerNorm. RoBERTa-style models
+//! number positions from `padding_idx + 1` (padding itself sits at `padding_idx`).
+
+use std::path::Path;
+
+use candle_core::{Result, Tensor};
+
+use super::kernels;
+use super::ops::{self, Linear};
+use super::weights::Weights;
+use super::EmbedError;
+
+#[derive(Debug, Clone, Copy)]
+enum Activation {
+    GeluErf,
+    GeluTanh,
+    Relu,
+}
+
+struct Norm {
+    gamma: Tensor,
+    beta: Tensor,
+}
+
+impl Norm {
+    fn load(w: &Weights, name: &str, d: usize) -> std::result::Result<Self, EmbedError> {
+        // Old TensorFlow-converted checkpoints call them gamma/beta.
+        let (g, b) = if w.has(&format!("{name}.gamma")) {
+            ("gamma", "beta")
+        } else {
+            ("weight", "bias")
+        };
+        Ok(Self {
+            gamma: w.get(&format!("{name}.{g}"), &[d])?,
+            beta: w.get(&format!("{name}.{b}"), &[d])?,
+        })
+    }
+}
+
+struct Layer {
+    qkv: Linear,
+    attn_out: Linear,
+    attn_norm: Norm,
+    up: Linear,
+    down: Linear,
+    out_norm: Norm,
+}
+
+pub struct Bert {
+    word: Tensor,
+    position: Tensor,
+    token_type: Tensor,
+    emb_norm: Norm,
+    layers: Vec<Layer>,
+    heads: usize,
+    hidden: usize,
+    eps: f64,
+    act: Activation,
+    /// First position id of a real token (0 for BERT, `padding_idx + 1` for RoBERTa).
+    first_position: u32,
+    /// Position id of padding tokens.
+    pad_position: u32,
+    max_positions: usize,
+}
+
+fn field(
+    config: &serde_json::Value,
+    path: &Path,
+    key: &str,
+) -> std::result::Result<usize, EmbedError> {
+    config[key]
+        .as_u64()
+        .map(|n| n as usize)
+        .ok_or_else(|| EmbedError::BadFile {
+            path: path.into(),
+            reason: format!("`{key}` is missing or not a number"),
+        })
+}
+
+impl Bert {
+    pub fn load(
+        config_path: &Path,
+        config_text: &str,
+        w: &Weights,
+    ) -> std::result::Result<Self, EmbedError> {
+        let config: serde_json::Value =
+            serde_json::from_str(config_text).map_err(|e| EmbedError::BadFile {
+                path: config_path.into(),
+                reason: e.to_string(),
+            })?;
+        let f = |k: &str| field(&config, config_path, k);
+        let (hidden, heads, n_layers, inter) = (
+            f("hidden_size")?,
+            f("num_attention_heads")?,
+            f("num_hidden_layers")?,
+            f("intermediate_size")?,
+        );
+        let (vocab, n_pos) = (f("vocab_size")?, f("max_position_embeddings")?);
+        let types = config["type_vocab_size"].as_u64().unwrap_or(2) as usize;
+        if heads == 0 || hidden % heads != 0 {
+            return Err(EmbedError::BadFile {
+                path: config_path.into(),
+                reason: format!(
+                    "hidden_size {hidden} is not divisible by num_attention_heads {heads}"
+                ),
+            });
+        }
+        let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12);
+        let act = match config["hidden_act"].as_str().unwrap_or("gelu") {
+            "gelu" => Activation::GeluErf,
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,
+            "relu" => Activation::Relu,
+            other => {
+                return Err(EmbedError::BadFile {
+                    path: config_path.into(),
+                    reason: format!("hidden_act `{other}` is not supported (gelu, gelu_new, relu)"),
+                })
+            }
+        };
+        let roberta_style = matches!(
+            config["model_type"].as_str(),
+            Some("roberta" | "xlm-roberta" | "camembert")
+        );
+        let pad = config["pad_token_id"].as_u64().unwrap_or(0) as u32;
+        let (first_position, pad_position) = if roberta_style {
+            (pad + 1, pad)
+        } else {
+            (0, 0)
+        };
+        let max_positions = n_pos.saturating_sub(first_position as usize);
+        let err = |e: candle_core::Error| EmbedError::BadFile {
+            path: w.path().into(),
+            reason: e.to_string(),
+        };
+        let mut layers = Vec::with_capacity(n_layers);
+        for i in 0..n_layers {
+            let p = format!("encoder.layer.{i}");
+            let qkv = Linear::fuse(
+                ["query", "key", "value"]
+                    .iter()
+                    .map(|n| {
+                        Linear::load(w, &format!("{p}.attention.self.{n}"), hidden, hidden, true)
+                    })
+                    .collect::<std::result::Result<Vec<_>, _>>()?,
+                w.path(),
+            )?;
+            layers.push(Layer {
+                qkv: qkv.prepared().map_err(err)?,
+                attn_out: Linear::load(
+                    w,
+                    &format!("{p}.attention.output.dense"),
+                    hidden,
+                    hidden,
+                    true,
+                )?
+                .prepared()
+                .map_err(err)?,
+                attn_norm: Norm::load(w, &format!("{p}.attention.output.LayerNorm"), hidden)?,
+                up: Linear::load(w, &format!("{p}.intermediate.dense"), hidden, inter, true)?
+                    .prepared()
+                    .map_err(err)?,
+                down: Linear::load(w, &format!("{p}.output.dense"), inter, hidden, true)?
+                    .prepared()
+                    .map_err(err)?,
+                out_norm: Norm::load(w, &format!("{p}.output.LayerNorm"), hidden)?,
+            });
+        }
+        let token_type = w
+            .get("embeddings.token_type_embeddings.weight", &[types, hidden])?
+            .get(0)
+            .map_err(err)?;
+        Ok(Self {
+            word: w.get("embeddings.word_embeddings.weight", &[vocab, hidden])?,
+            position: w.get("embeddings.position_embeddings.weight", &[n_pos, hidden])?,
+            token_type,
+            emb_norm: Norm::load(w, "embeddings.LayerNorm", hidden)?,
+            layers,
+            heads,
+            hidden,
+            eps,
+            act,
+            first_position,
+            pad_position,
+            max_positions,
+        })
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    pub fn vocab_rows(&self) -> usize {
+        self.word.dims()[0]
+    }
+
+    /// Longest sequence the position table allows.
+    pub fn max_positions(&self) -> usize {
+        self.max_positions
+    }
+
+    fn norm(&self, x: &Tensor, n: &Norm) -> Result<Tensor> {
+        candle_nn::ops::layer_norm(x, &n.gamma, &n.beta, self.eps as f32)
+    }
+
+    /// `ids`: (batch, len) u32; `mask`: (batch, len) f32; `real`: the same mask on the host.
+    /// Returns the last hidden states (batch, len, hidden).
+    pub fn forward(&self, ids: &Tensor, mask: &Tensor, real: &[bool]) -> Result<Tensor> {
+        let (b, l) = ids.dims2()?;
+        let (d, h) = (self.hidden, self.heads);
+        let dh = d / h;
+        let mut positions = vec![self.pad_position; b * l];
+        for r in 0..b {
+            let mut next = self.first_position;
+            for j in 0..l {
+                if real[r * l + j] {
+                    positions[r * l + j] = next;
+                    next += 1;
+                }
+            }
+        }
+        let positions = Tensor::from_vec(positions, b * l, ids.device())?;
+        let x = self
+            .word
+            .index_select(&ids.flatten_all()?, 0)?
+            .add(&self.position.index_select(&positions, 0)?)?
+            .broadcast_add(&self.token_type)?;
+        let mut x = self.norm(&x, &self.emb_norm)?;
+        let bias = ((mask - 1.0)? * (-ops::MASKED as f64))?.reshape((b, 1, 1, l))?;
+        for layer in &self.layers {
+            let qkv = layer.qkv.forward(&x)?;
+            let ctx = if qkv.device().is_cpu() {
+                kernels::encoder_attention(&qkv, mask, b, l, h, dh)?
+            } else {
+                let qkv = qkv
+                    .reshape((b, l, 3, h, dh))?
+                    .permute((2, 0, 3, 1, 4))?
+                    .contiguous()?;
+                ops::attention(&qkv.get(0)?, &qkv.get(1)?, &qkv.get(2)?, &bias)?
+                    .transpose(1, 2)?
+                    .contiguous()?
+                    .reshape((b * l, d))?
+            };
+            x = self.norm(&(layer.attn_out.forward(&ctx)? + &x)?, &layer.attn_norm)?;
+            let up = layer.up.forward(&x)?;
+            let act = match self.act {
+                Activation::GeluErf => kernels::gelu(&up)?,
+                Activation::GeluTanh => up.gelu()?,
+                Activation::Relu => up.relu()?,
+            };
+            x = self.norm(&(layer.down.forward(&act)? + &x)?, &layer.out_norm)?;
+        }
+        x.reshape((b, l, d))
+    }
+}
