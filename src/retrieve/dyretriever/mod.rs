@@ -156,7 +156,10 @@ pub fn retrieve(
     walk.trace.trajectory = trajectory.clone();
     let extracted = walk.extract(&trajectory)?;
     walk.trace.extracted = extracted.clone();
-    let functions = extracted.iter().filter_map(|n| walk.ids.get(n).copied()).collect();
+    let functions = extracted
+        .iter()
+        .filter_map(|n| walk.ids.get(n).copied())
+        .collect();
     Ok(DyResult {
         functions,
         trace: walk.trace,
@@ -284,15 +287,17 @@ impl Walk<'_, '_> {
                     continue;
                 }
             };
-            let functions: Vec<FnId> = defs
-                .iter()
-                .filter_map(|d| self.function_for(*d))
-                .filter(|f| *f != id)
-                .collect();
+            let resolved: Vec<FnId> = defs.iter().filter_map(|d| self.function_for(*d)).collect();
+            let functions: Vec<FnId> = resolved.iter().copied().filter(|f| *f != id).collect();
             if functions.is_empty() {
+                let reason = if resolved.is_empty() {
+                    "resolves to no visible function"
+                } else {
+                    "the function itself"
+                };
                 dropped.push(Dropped {
                     name: name.clone(),
-                    reason: "resolves to no visible function".into(),
+                    reason: reason.into(),
                 });
             }
             for f in functions {
@@ -445,7 +450,11 @@ fn render_imports(imports: &[Import], lang: Lang) -> String {
             .unwrap_or_default();
         let line = match lang {
             Lang::Java => {
-                let kw = if imp.is_static { "import static" } else { "import" };
+                let kw = if imp.is_static {
+                    "import static"
+                } else {
+                    "import"
+                };
                 let name = match (&imp.name, imp.is_wildcard) {
                     (_, true) => ".*".to_string(),
                     (Some(n), false) => format!(".{n}"),
