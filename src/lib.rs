@@ -7,3 +7,4 @@ pub mod index;
 pub mod llm;
 pub mod models;
 pub mod repo;
+pub mod retrieve;

@@ -3,20 +3,40 @@
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use repohop::generate::{self, GenerateOptions, Target};
+use repohop::embed::text;
+use repohop::generate::{self, ContextSnippet, GenerateOptions, Target};
 use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
+use repohop::repo::mask::MaskedView;
 use repohop::repo::{resolve_target, FnId, Repository};
+use repohop::retrieve::dense::{self, DenseHit};
+use repohop::retrieve::dyretriever::{self, DyOptions, DyTrace};
 use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 
 use super::repo::RepoArgs;
+use super::search::{index_embeddings, EmbedArgs};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Method {
+    /// DyRetriever's extracted functions plus the dense top-k (the paper's DyCoder).
+    Dycoder,
+    /// DyRetriever's extracted functions only (the paper's "w/o similarity").
+    Dyretriever,
+    /// The dense top-k only (the paper's "w/o DyRetriever").
+    Dense,
     /// No retrieved context: the signature and docstring only (the papers' Direct baseline).
     Direct,
+}
+
+impl Method {
+    fn uses_dense(self) -> bool {
+        matches!(self, Method::Dycoder | Method::Dense)
+    }
+    fn uses_dyretriever(self) -> bool {
+        matches!(self, Method::Dycoder | Method::Dyretriever)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -26,8 +46,22 @@ pub struct GenerateArgs {
     /// The function to regenerate: `path/to/file.py::Class.method` or a dotted name.
     #[arg(long)]
     pub target: String,
-    #[arg(long, value_enum, default_value = "direct")]
+    #[arg(long, value_enum, default_value = "dycoder")]
     pub method: Method,
+    /// DyRetriever: select/visit/expand rounds.
+    #[arg(long, default_value_t = 10)]
+    pub max_hop: usize,
+    /// DyRetriever: use the entry points as the result, without the multi-hop walk.
+    #[arg(long)]
+    pub no_multihop: bool,
+    /// Functions from dense similarity retrieval.
+    #[arg(long, default_value_t = 10)]
+    pub top_sim: usize,
+    /// Functions DyRetriever's extract step keeps.
+    #[arg(long, default_value_t = 5)]
+    pub top_rel: usize,
+    #[command(flatten)]
+    pub embed: EmbedArgs,
     /// Generator model: a built-in alias, a local path, or a Hugging Face repo id.
     #[arg(long, default_value = DEFAULT_GENERATOR)]
     pub model: String,
@@ -53,13 +87,65 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
         .with_context(|| format!("cannot load generator model {}", args.model))?;
     let load_s = started.elapsed().as_secs_f64();
+    let view = MaskedView::new(&repo, Some(id), false);
+
+    let mut dense_hits: Vec<DenseHit> = Vec::new();
+    let mut dense_s = 0.0;
+    if args.method.uses_dense() {
+        let started = Instant::now();
+        let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed)?;
+        let query = text::query_text(&target.signature, target.docstring.as_deref());
+        dense_hits = dense::top_k(&view, &model, &index, &query, args.top_sim)?;
+        dense_s = started.elapsed().as_secs_f64();
+    }
+    let mut dy_trace = DyTrace::default();
+    let mut dy_functions = Vec::new();
+    let mut dy_s = 0.0;
+    if args.method.uses_dyretriever() {
+        let started = Instant::now();
+        let opts = DyOptions {
+            max_hop: args.max_hop,
+            multihop: !args.no_multihop,
+            top_k: args.top_rel,
+            ..DyOptions::default()
+        };
+        let result =
+            dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts)?;
+        dy_functions = result.functions;
+        dy_trace = result.trace;
+        dy_s = started.elapsed().as_secs_f64();
+    }
+
+    // One deduplicated context: DyRetriever's picks first, then the similar functions.
+    let mut seen = std::collections::HashSet::new();
+    let mut context = Vec::new();
+    let sources = dy_functions
+        .iter()
+        .map(|&f| (f, "dyretriever"))
+        .chain(dense_hits.iter().map(|h| (h.id, "dense")));
+    for (fid, source) in sources {
+        let (Some(f), Some(code)) = (view.function(fid), view.function_code(fid)) else {
+            continue;
+        };
+        if seen.insert(fid) {
+            context.push((source, f, code.into_owned()));
+        }
+    }
+    let snippets: Vec<ContextSnippet> = context
+        .iter()
+        .map(|(_, f, code)| ContextSnippet {
+            qualname: f.qualname.clone(),
+            path: f.path.clone(),
+            code: code.clone(),
+        })
+        .collect();
 
     let options = GenerateOptions {
         prompt_budget: args.prompt_budget,
         max_new_tokens: args.max_tokens,
     };
     let started = Instant::now();
-    let generation = generate::generate(&mut llm, &target, &[], &options)?;
+    let generation = generate::generate(&mut llm, &target, &snippets, &options)?;
     let generation_s = started.elapsed().as_secs_f64();
 
     if args.write {
@@ -74,32 +160,58 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             "method": format!("{:?}", args.method).to_lowercase(),
             "function": generation.completion.function,
             "body": generation.completion.body,
-            "context": [],
+            "context": context.iter().map(|(source, f, code)| json!({
+                "qualname": f.qualname, "path": f.path, "start_line": f.span.start_line,
+                "source": source, "code": code,
+            })).collect::<Vec<_>>(),
             "trace": {
+                "dyretriever": dy_trace,
+                "dense": dense_hits.iter().filter_map(|h| view.function(h.id).map(|f| json!({
+                    "qualname": f.qualname, "path": f.path, "score": h.score,
+                }))).collect::<Vec<_>>(),
                 "prompt": generation.prompt,
                 "raw_answer": generation.raw_answer,
                 "body_source": generation.completion.source,
                 "dropped_context": generation.dropped,
                 "finish_reason": r.finish_reason,
             },
-            "timings": {"model_load_s": load_s, "generation_s": generation_s},
-            "tokens": {"generation": {
-                "in": r.prompt_tokens, "out": r.generated_tokens, "cached": r.cached_prompt_tokens,
-            }},
+            "timings": {
+                "model_load_s": load_s, "dense_s": dense_s, "dyretriever_s": dy_s,
+                "generation_s": generation_s,
+            },
+            "tokens": {
+                "dyretriever": {
+                    "in": dy_trace.prompt_tokens(), "out": dy_trace.generated_tokens(),
+                    "cached": dy_trace.cached_tokens(), "calls": dy_trace.calls.len(),
+                },
+                "generation": {
+                    "in": r.prompt_tokens, "out": r.generated_tokens,
+                    "cached": r.cached_prompt_tokens,
+                },
+            },
             "written": args.write,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
     eprintln!(
-        "{} ({}:{}), method {:?}: {} prompt tokens, {} generated, {:.1} s",
-        f.qualname,
-        f.path,
-        f.span.start_line,
-        args.method,
+        "{} ({}:{}), method {:?}",
+        f.qualname, f.path, f.span.start_line, args.method
+    );
+    for (source, f, _) in &context {
+        eprintln!("  context [{source}] {} ({})", f.qualname, f.path);
+    }
+    eprintln!(
+        "retrieval: dense {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of which \
+         {} cached); generation {:.1} s ({} prompt tokens, {} generated)",
+        dense_s,
+        dy_s,
+        dy_trace.calls.len(),
+        dy_trace.prompt_tokens(),
+        dy_trace.cached_tokens(),
+        generation_s,
         generation.response.prompt_tokens,
-        generation.response.generated_tokens,
-        generation_s
+        generation.response.generated_tokens
     );
     print!("{}", generation.completion.function);
     if args.write {

@@ -9,11 +9,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use repohop::embed::{self, text, Embedder, LocalEmbedder, TextKind};
+use repohop::embed::{self, Embedder, LocalEmbedder, TextKind};
 use repohop::index::vectors::{Item, Row, UpdateReport, VectorIndex};
 use repohop::repo::mask::MaskedView;
-use repohop::repo::model::Function;
 use repohop::repo::Repository;
+use repohop::retrieve::dense::{function_items, function_key};
 use serde_json::json;
 
 use super::repo::RepoArgs;
@@ -43,29 +43,6 @@ pub struct SearchArgs {
     /// Print a JSON array of {key, qualname, path, start_line, hash, score}, best first.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The stable key of a function's row: path, qualified name and first line.
-pub fn function_key(f: &Function) -> String {
-    format!("{}::{}@{}", f.path, f.qualname, f.span.start_line)
-}
-
-/// Every function of the repository as an item to embed. Test files are included: masks apply
-/// at query time, so one matrix serves every target.
-pub fn function_items(repo: &Repository) -> Vec<Item> {
-    repo.function_ids()
-        .map(|id| {
-            let f = repo.function(id);
-            Item {
-                key: function_key(f),
-                qualname: f.qualname.clone(),
-                path: f.path.clone(),
-                start_line: f.span.start_line as u32,
-                text: text::function_text(repo.function_code(id)),
-            }
-        })
-        .filter(|it| !it.text.trim().is_empty())
-        .collect()
 }
 
 /// Where the vectors live: `<cache dir>/vectors/`, the cache dir being `--cache-dir` or

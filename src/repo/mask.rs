@@ -290,6 +290,12 @@ impl<'r> MaskedView<'r> {
         }
     }
 
+    /// The repository behind the view (for names and bookkeeping, not for content: read
+    /// content through the view).
+    pub fn repository(&self) -> &'r Repository {
+        self.repo
+    }
+
     /// The hidden target, if any. Its definition is not served by this view; use the id only
     /// for bookkeeping (reports, scoring).
     pub fn target(&self) -> Option<FnId> {

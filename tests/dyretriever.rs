@@ -1,0 +1,195 @@
+//! DyRetriever on the scenario fixture (tests/fixtures/dyproj): the DyCoder paper's
+//! `iteratepath` → `normpath` shape, where the target's only helper is an in-file function that
+//! does not resemble it, and distractors in another module that do.
+
+use std::path::Path;
+
+use repohop::embed;
+use repohop::generate::Target;
+use repohop::index::vectors::VectorIndex;
+use repohop::llm::{
+    CandleLlm, Constraint, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError,
+    LlmOptions, Prompt,
+};
+use repohop::models::DEFAULT_GENERATOR;
+use repohop::repo::mask::MaskedView;
+use repohop::repo::{resolve_target, IndexOptions, Repository};
+use repohop::retrieve::dense;
+use repohop::retrieve::dyretriever::{self, DyOptions};
+
+const HELPER: &str = "fspath/path.py::normpath";
+
+fn fixture() -> Repository {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dyproj");
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    Repository::open(&root, &opts).expect("fixture opens")
+}
+
+/// Answers each step from a script: the first choice of a one-of, the given picks for a subset
+/// (members only), and fixed callee names for the expand step.
+struct Scripted {
+    subset_picks: Vec<&'static str>,
+    callees: &'static str,
+}
+
+impl Llm for Scripted {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+        let text = match &request.constraint {
+            Some(Constraint::OneOf(items)) => items[0].clone(),
+            Some(Constraint::Subset { items, .. }) => {
+                let picks: Vec<&String> = items
+                    .iter()
+                    .filter(|i| self.subset_picks.iter().any(|p| i.ends_with(p)))
+                    .collect();
+                serde_json::to_string(&picks).unwrap()
+            }
+            Some(Constraint::IdentArray { .. }) => self.callees.to_string(),
+            None => String::new(),
+        };
+        Ok(GenerateResponse {
+            text,
+            finish_reason: FinishReason::Constraint,
+            prompt_tokens: 10,
+            cached_prompt_tokens: 0,
+            generated_tokens: 1,
+            prefill_ms: 0.0,
+            decode_ms: 0.0,
+            constraint_ms: 0.0,
+            tokens: Vec::new(),
+        })
+    }
+    fn count_tokens(&self, _prompt: &Prompt) -> Result<usize, LlmError> {
+        Ok(10)
+    }
+    fn context_window(&self) -> usize {
+        32_768
+    }
+    fn name(&self) -> &str {
+        "scripted"
+    }
+}
+
+#[test]
+fn expand_keeps_repository_callees_and_drops_stdlib_and_unknown_names_with_reasons() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+    let mut llm = Scripted {
+        subset_picks: vec!["fspath/path.py", "::join"],
+        callees: r#"["normpath", "re.sub", "no_such_helper"]"#,
+    };
+    let opts = DyOptions {
+        max_hop: 2,
+        ..DyOptions::default()
+    };
+    let result =
+        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let t = &result.trace;
+    assert_eq!(t.entry_files, vec!["fspath/path.py"]);
+    assert_eq!(t.entry_functions, vec!["fspath/path.py::join"]);
+    // The target itself is never a candidate.
+    assert!(t.hops[0]
+        .candidates
+        .iter()
+        .all(|c| !c.ends_with("::iteratepath")));
+    let hop = &t.hops[0];
+    assert_eq!(hop.selected, "fspath/path.py::join");
+    assert_eq!(hop.kept.len(), 1);
+    assert_eq!(hop.kept[0].candidate, HELPER);
+    let reasons: Vec<(&str, &str)> = hop
+        .dropped
+        .iter()
+        .map(|d| (d.name.as_str(), d.reason.as_str()))
+        .collect();
+    assert_eq!(
+        reasons,
+        vec![
+            ("re.sub", "outside the repository (re)"),
+            ("no_such_helper", "not defined in the repository"),
+        ]
+    );
+    assert_eq!(t.hops[1].selected, HELPER);
+    assert_eq!(t.trajectory, vec!["fspath/path.py::join", HELPER]);
+    assert_eq!(t.extracted, t.trajectory);
+    assert_eq!(result.functions.len(), 2);
+}
+
+#[test]
+fn without_multihop_the_entry_points_are_the_result() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+    let mut llm = Scripted {
+        subset_picks: vec!["fspath/text.py", "::iterate_words", "::parts"],
+        callees: "[]",
+    };
+    let opts = DyOptions {
+        multihop: false,
+        ..DyOptions::default()
+    };
+    let result =
+        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let t = &result.trace;
+    // The target's own file is added to the model's pick.
+    assert_eq!(t.entry_files, vec!["fspath/text.py", "fspath/path.py"]);
+    assert_eq!(
+        t.extracted,
+        vec!["fspath/text.py::iterate_words", "fspath/path.py::parts"]
+    );
+    assert!(t.hops.is_empty());
+}
+
+/// The real default models: DyRetriever finds the unlike helper that dense retrieval ranks
+/// below look-alike distractors.
+#[test]
+fn dyretriever_finds_the_helper_that_dense_top_k_misses() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+
+    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
+        .expect("default embedder (run `repohop models fetch`)");
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) =
+        VectorIndex::update(dir.path(), &embedder, &dense::function_items(&repo)).unwrap();
+    let query = embed::text::query_text(&target.signature, target.docstring.as_deref());
+    let hits = dense::top_k(&view, &embedder, &index, &query, 3).unwrap();
+    let dense_names: Vec<&str> = hits
+        .iter()
+        .map(|h| repo.function(h.id).name.as_str())
+        .collect();
+    assert_eq!(dense_names.len(), 3);
+    assert!(!dense_names.contains(&"normpath"), "{dense_names:?}");
+
+    let mut llm = CandleLlm::load(DEFAULT_GENERATOR, &LlmOptions::default())
+        .expect("default generator (run `repohop models fetch`)");
+    let opts = DyOptions {
+        max_hop: 4,
+        ..DyOptions::default()
+    };
+    let result =
+        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let t = &result.trace;
+    assert!(
+        t.extracted.iter().any(|n| n == HELPER),
+        "extracted {:?}; trace {}",
+        t.extracted,
+        serde_json::to_string_pretty(t).unwrap()
+    );
+    assert!(t.calls.iter().all(|c| c.generated_tokens <= 64));
+    // Every model call after the first reuses the shared system prompt from the prefix cache
+    // (a one-of with a single candidate is answered without running the model).
+    let ran: Vec<_> = t.calls.iter().filter(|c| c.generated_tokens > 0).collect();
+    assert!(ran.len() >= 3, "{:?}", t.calls);
+    assert!(
+        ran[1..].iter().all(|c| c.cached_prompt_tokens > 0),
+        "{:?}",
+        t.calls
+    );
+}
