@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use repohop::embed;
+use repohop::generate::pipeline::{self, Embeddings, Method, PipelineOptions};
 use repohop::generate::Target;
 use repohop::index::vectors::VectorIndex;
 use repohop::llm::{
@@ -47,7 +48,7 @@ impl Llm for Scripted {
                 serde_json::to_string(&picks).unwrap()
             }
             Some(Constraint::IdentArray { .. }) => self.callees.to_string(),
-            None => String::new(),
+            None => "```python\ndef iteratepath(p):\n    return normpath(p).split('/')\n```".into(),
         };
         Ok(GenerateResponse {
             text,
@@ -142,6 +143,64 @@ fn without_multihop_the_entry_points_are_the_result() {
         vec!["fspath/text.py::iterate_words", "fspath/path.py::parts"]
     );
     assert!(t.hops.is_empty());
+}
+
+#[test]
+fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
+        .expect("default embedder (run `repohop models fetch`)");
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) =
+        VectorIndex::update(dir.path(), &embedder, &dense::function_items(&repo)).unwrap();
+    let embeddings = Embeddings {
+        embedder: &embedder,
+        index: &index,
+    };
+    let mut llm = Scripted {
+        subset_picks: vec!["fspath/path.py", "::join"],
+        callees: r#"["normpath"]"#,
+    };
+    let mut opts = PipelineOptions::new(Method::Dycoder);
+    opts.top_sim = 4;
+    let run = pipeline::run(&mut llm, &view, &target, Some(&embeddings), &opts).unwrap();
+    let sources: Vec<(&str, &str)> = run
+        .context
+        .iter()
+        .map(|c| (c.source, c.qualname.as_str()))
+        .collect();
+    assert_eq!(
+        &sources[..2],
+        &[
+            ("dyretriever", "fspath.path.join"),
+            ("dyretriever", "fspath.path.normpath")
+        ]
+    );
+    assert!(sources[2..].iter().all(|(s, _)| *s == "dense"));
+    let mut names: Vec<&str> = sources.iter().map(|(_, q)| *q).collect();
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "duplicates in {sources:?}");
+    assert!(!names.contains(&"fspath.path.iteratepath"));
+    assert_eq!(run.dense.len(), 4);
+    assert_eq!(
+        run.generation.completion.function,
+        "def iteratepath(path):\n    return normpath(p).split('/')\n"
+    );
+    // Dense methods refuse to run without embeddings.
+    let err = pipeline::run(
+        &mut llm,
+        &view,
+        &target,
+        None,
+        &PipelineOptions::new(Method::Dense),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("needs embeddings"), "{err}");
 }
 
 /// The real default models: DyRetriever finds the unlike helper that dense retrieval ranks

@@ -23,7 +23,7 @@ pub struct EvalArgs {
     /// Score this DevEval-format `{namespace, completion}` JSONL instead of generating.
     #[arg(long, conflicts_with = "method")]
     completions: Option<PathBuf>,
-    /// Generate with this method: reference, not-implemented, direct.
+    /// Generate with this method: reference, not-implemented, direct, dense, dyretriever, dycoder.
     #[arg(long)]
     method: Option<String>,
     /// Generator model for methods that generate: alias, local path or Hugging Face repo id.

@@ -2,42 +2,20 @@
 //! with the target masked from every retriever.
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
-use repohop::embed::text;
-use repohop::generate::{self, ContextSnippet, GenerateOptions, Target};
+use clap::Args;
+use repohop::generate::pipeline::{self, Embeddings, Method, PipelineOptions};
+use repohop::generate::{GenerateOptions, Target};
 use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::{resolve_target, FnId, Repository};
-use repohop::retrieve::dense::{self, DenseHit};
-use repohop::retrieve::dyretriever::{self, DyOptions, DyTrace};
+use repohop::retrieve::dyretriever::DyOptions;
 use serde_json::json;
 use std::path::Path;
 use std::time::Instant;
 
 use super::repo::RepoArgs;
 use super::search::{index_embeddings, EmbedArgs};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Method {
-    /// DyRetriever's extracted functions plus the dense top-k (the paper's DyCoder).
-    Dycoder,
-    /// DyRetriever's extracted functions only (the paper's "w/o similarity").
-    Dyretriever,
-    /// The dense top-k only (the paper's "w/o DyRetriever").
-    Dense,
-    /// No retrieved context: the signature and docstring only (the papers' Direct baseline).
-    Direct,
-}
-
-impl Method {
-    fn uses_dense(self) -> bool {
-        matches!(self, Method::Dycoder | Method::Dense)
-    }
-    fn uses_dyretriever(self) -> bool {
-        matches!(self, Method::Dycoder | Method::Dyretriever)
-    }
-}
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
@@ -89,64 +67,35 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let load_s = started.elapsed().as_secs_f64();
     let view = MaskedView::new(&repo, Some(id), false);
 
-    let mut dense_hits: Vec<DenseHit> = Vec::new();
-    let mut dense_s = 0.0;
-    if args.method.uses_dense() {
-        let started = Instant::now();
+    let started = Instant::now();
+    let embedded = if args.method.uses_dense() {
         let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed)?;
-        let query = text::query_text(&target.signature, target.docstring.as_deref());
-        dense_hits = dense::top_k(&view, &model, &index, &query, args.top_sim)?;
-        dense_s = started.elapsed().as_secs_f64();
-    }
-    let mut dy_trace = DyTrace::default();
-    let mut dy_functions = Vec::new();
-    let mut dy_s = 0.0;
-    if args.method.uses_dyretriever() {
-        let started = Instant::now();
-        let opts = DyOptions {
+        Some((model, index))
+    } else {
+        None
+    };
+    let index_s = started.elapsed().as_secs_f64();
+    let embeddings = embedded.as_ref().map(|(model, index)| Embeddings {
+        embedder: model,
+        index,
+    });
+    let opts = PipelineOptions {
+        method: args.method,
+        dy: DyOptions {
             max_hop: args.max_hop,
             multihop: !args.no_multihop,
             top_k: args.top_rel,
             ..DyOptions::default()
-        };
-        let result =
-            dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts)?;
-        dy_functions = result.functions;
-        dy_trace = result.trace;
-        dy_s = started.elapsed().as_secs_f64();
-    }
-
-    // One deduplicated context: DyRetriever's picks first, then the similar functions.
-    let mut seen = std::collections::HashSet::new();
-    let mut context = Vec::new();
-    let sources = dy_functions
-        .iter()
-        .map(|&f| (f, "dyretriever"))
-        .chain(dense_hits.iter().map(|h| (h.id, "dense")));
-    for (fid, source) in sources {
-        let (Some(f), Some(code)) = (view.function(fid), view.function_code(fid)) else {
-            continue;
-        };
-        if seen.insert(fid) {
-            context.push((source, f, code.into_owned()));
-        }
-    }
-    let snippets: Vec<ContextSnippet> = context
-        .iter()
-        .map(|(_, f, code)| ContextSnippet {
-            qualname: f.qualname.clone(),
-            path: f.path.clone(),
-            code: code.clone(),
-        })
-        .collect();
-
-    let options = GenerateOptions {
-        prompt_budget: args.prompt_budget,
-        max_new_tokens: args.max_tokens,
+        },
+        top_sim: args.top_sim,
+        generation: GenerateOptions {
+            prompt_budget: args.prompt_budget,
+            max_new_tokens: args.max_tokens,
+        },
     };
-    let started = Instant::now();
-    let generation = generate::generate(&mut llm, &target, &snippets, &options)?;
-    let generation_s = started.elapsed().as_secs_f64();
+    let run = pipeline::run(&mut llm, &view, &target, embeddings.as_ref(), &opts)?;
+    let generation = &run.generation;
+    let dy_trace = &run.dyretriever;
 
     if args.write {
         write_back(&repo, id, &generation.completion.function)?;
@@ -157,18 +106,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         let out = json!({
             "target": f.qualname,
             "path": f.path,
-            "method": format!("{:?}", args.method).to_lowercase(),
+            "method": args.method.name(),
             "function": generation.completion.function,
             "body": generation.completion.body,
-            "context": context.iter().map(|(source, f, code)| json!({
-                "qualname": f.qualname, "path": f.path, "start_line": f.span.start_line,
-                "source": source, "code": code,
-            })).collect::<Vec<_>>(),
+            "context": run.context,
             "trace": {
                 "dyretriever": dy_trace,
-                "dense": dense_hits.iter().filter_map(|h| view.function(h.id).map(|f| json!({
-                    "qualname": f.qualname, "path": f.path, "score": h.score,
-                }))).collect::<Vec<_>>(),
+                "dense": run.dense,
                 "prompt": generation.prompt,
                 "raw_answer": generation.raw_answer,
                 "body_source": generation.completion.source,
@@ -176,8 +120,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 "finish_reason": r.finish_reason,
             },
             "timings": {
-                "model_load_s": load_s, "dense_s": dense_s, "dyretriever_s": dy_s,
-                "generation_s": generation_s,
+                "model_load_s": load_s, "embedding_index_s": index_s, "dense_s": run.dense_s,
+                "dyretriever_s": run.dyretriever_s, "generation_s": run.generation_s,
             },
             "tokens": {
                 "dyretriever": {
@@ -198,18 +142,18 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         "{} ({}:{}), method {:?}",
         f.qualname, f.path, f.span.start_line, args.method
     );
-    for (source, f, _) in &context {
-        eprintln!("  context [{source}] {} ({})", f.qualname, f.path);
+    for c in &run.context {
+        eprintln!("  context [{}] {} ({})", c.source, c.qualname, c.path);
     }
     eprintln!(
         "retrieval: dense {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of which \
          {} cached); generation {:.1} s ({} prompt tokens, {} generated)",
-        dense_s,
-        dy_s,
+        run.dense_s,
+        run.dyretriever_s,
         dy_trace.calls.len(),
         dy_trace.prompt_tokens(),
         dy_trace.cached_tokens(),
-        generation_s,
+        run.generation_s,
         generation.response.prompt_tokens,
         generation.response.generated_tokens
     );

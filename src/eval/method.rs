@@ -56,16 +56,32 @@ pub trait Method {
 }
 
 /// The names `--method` accepts.
-pub const BUILTIN: [&str; 3] = ["reference", "not-implemented", "direct"];
+pub const BUILTIN: [&str; 6] = [
+    "reference",
+    "not-implemented",
+    "direct",
+    "dense",
+    "dyretriever",
+    "dycoder",
+];
 
 /// The method called `name`; `model` is the generator for methods that generate.
 pub fn builtin(name: &str, model: &str) -> Result<Box<dyn Method>, MethodError> {
-    match name {
-        "reference" => Ok(Box::new(Reference)),
-        "not-implemented" => Ok(Box::new(NotImplemented)),
-        "direct" => Ok(Box::new(super::pipelines::Direct::load(model)?)),
-        _ => Err(format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into()),
-    }
+    use crate::generate::pipeline::Method as Kind;
+    let kind = match name {
+        "reference" => return Ok(Box::new(Reference)),
+        "not-implemented" => return Ok(Box::new(NotImplemented)),
+        "direct" => Kind::Direct,
+        "dense" => Kind::Dense,
+        "dyretriever" => Kind::Dyretriever,
+        "dycoder" => Kind::Dycoder,
+        _ => {
+            return Err(
+                format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into(),
+            )
+        }
+    };
+    Ok(Box::new(super::pipelines::Pipeline::load(kind, model)?))
 }
 
 /// DevEval's reference body, read from the source file: validates the harness (must pass all).

@@ -1,71 +1,140 @@
 //! Generation pipelines as evaluation methods: each task's target is found through the
-//! repository model and generated from its signature and the task's requirement.
+//! repository model, masked, and generated from its signature and the task's requirement.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::json;
 
 use super::locate;
 use super::method::{Generated, Method, MethodError, MethodInput, Phase};
-use super::tasks::{FunctionTask, Requirement};
-use crate::generate::{self, GenerateOptions, Target};
+use super::tasks::Requirement;
+use crate::embed::{self, LocalEmbedder};
+use crate::generate::pipeline::{self, Embeddings, Method as Kind, PipelineOptions};
+use crate::generate::Target;
+use crate::index::vectors::VectorIndex;
 use crate::llm::{CandleLlm, LlmOptions};
-use crate::repo::resolve_target;
+use crate::repo::mask::MaskedView;
+use crate::repo::{resolve_target, Repository};
+use crate::retrieve::dense;
 
-/// The Direct baseline: signature and requirement only, no retrieved context.
-pub struct Direct {
+/// DyCoder or one of its ablations, on the default (or given) models.
+pub struct Pipeline {
     llm: CandleLlm,
-    options: GenerateOptions,
+    opts: PipelineOptions,
+    embedder: Option<LocalEmbedder>,
+    /// Vectors per project, built once per run in a private folder.
+    vectors: HashMap<PathBuf, VectorIndex>,
+    vectors_dir: tempfile::TempDir,
 }
 
-impl Direct {
-    pub fn load(model: &str) -> Result<Self, MethodError> {
+impl Pipeline {
+    pub fn load(kind: Kind, model: &str) -> Result<Self, MethodError> {
+        let embedder = if kind.uses_dense() {
+            let device = embed::parse_device("cpu")?;
+            Some(embed::load(embed::DEFAULT_MODEL, &device)?)
+        } else {
+            None
+        };
         Ok(Self {
             llm: CandleLlm::load(model, &LlmOptions::default())?,
-            options: GenerateOptions::default(),
+            opts: PipelineOptions::new(kind),
+            embedder,
+            vectors: HashMap::new(),
+            vectors_dir: tempfile::tempdir()?,
         })
+    }
+
+    fn vectors_for(&mut self, project: &PathBuf, repo: &Repository) -> Result<(), MethodError> {
+        let Some(embedder) = &self.embedder else {
+            return Ok(());
+        };
+        if !self.vectors.contains_key(project) {
+            let dir = self.vectors_dir.path().join(self.vectors.len().to_string());
+            let (index, _) = VectorIndex::update(&dir, embedder, &dense::function_items(repo))?;
+            self.vectors.insert(project.clone(), index);
+        }
+        Ok(())
     }
 }
 
-impl Method for Direct {
+impl Method for Pipeline {
     fn name(&self) -> &str {
-        "direct"
+        self.opts.method.name()
     }
 
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError> {
-        let target = task_target(input)?;
-        let started = Instant::now();
-        let out = generate::generate(&mut self.llm, &target, &[], &self.options)?;
+        let task = input.task;
+        let project = input.source_root.join(&task.project_path);
+        let repo: Arc<Repository> = locate::open(&project)?;
+        let id = resolve_target(&repo, &task.namespace)?;
+        let mut target = Target::of(&repo, id)?;
+        if let Some(req) = &task.requirement {
+            target.docstring = Some(requirement_text(req));
+        }
+        let started = std::time::Instant::now();
+        self.vectors_for(&project, &repo)?;
+        let indexing_s = started.elapsed().as_secs_f64();
+
+        let view = MaskedView::new(&repo, Some(id), false);
+        let embeddings = match (&self.embedder, self.vectors.get(&project)) {
+            (Some(embedder), Some(index)) => Some(Embeddings { embedder, index }),
+            _ => None,
+        };
+        let run = pipeline::run(
+            &mut self.llm,
+            &view,
+            &target,
+            embeddings.as_ref(),
+            &self.opts,
+        )?;
+        let dy = &run.dyretriever;
+        let r = &run.generation.response;
+        let mut phases = vec![Phase {
+            name: "indexing".into(),
+            seconds: indexing_s,
+            ..Phase::default()
+        }];
+        if self.opts.method.uses_dense() {
+            phases.push(Phase {
+                name: "dense".into(),
+                seconds: run.dense_s,
+                ..Phase::default()
+            });
+        }
+        if self.opts.method.uses_dyretriever() {
+            phases.push(Phase {
+                name: "dyretriever".into(),
+                seconds: run.dyretriever_s,
+                tokens_in: dy.prompt_tokens() as u64,
+                tokens_out: dy.generated_tokens() as u64,
+            });
+        }
+        phases.push(Phase {
+            name: "generation".into(),
+            seconds: run.generation_s,
+            tokens_in: r.prompt_tokens as u64,
+            tokens_out: r.generated_tokens as u64,
+        });
+        let context = (self.opts.method != Kind::Direct)
+            .then(|| run.context.iter().map(|c| c.qualname.clone()).collect());
         Ok(Generated {
-            completion: out.completion.body,
-            context: None,
-            phases: vec![Phase {
-                name: "generation".into(),
-                seconds: started.elapsed().as_secs_f64(),
-                tokens_in: out.response.prompt_tokens as u64,
-                tokens_out: out.response.generated_tokens as u64,
-            }],
+            completion: run.generation.completion.body.clone(),
+            context,
+            phases,
             trace: json!({
-                "prompt": out.prompt,
-                "raw_answer": out.raw_answer,
-                "body_source": out.completion.source,
-                "cached_prompt_tokens": out.response.cached_prompt_tokens,
+                "context": run.context.iter().map(|c| json!({
+                    "qualname": c.qualname, "path": c.path, "source": c.source,
+                })).collect::<Vec<_>>(),
+                "dyretriever": dy,
+                "dense": run.dense,
+                "prompt": run.generation.prompt,
+                "raw_answer": run.generation.raw_answer,
+                "cached_prompt_tokens": dy.cached_tokens() + r.cached_prompt_tokens,
             }),
         })
     }
-}
-
-/// The task's target; the benchmark's requirement text, when given, is its specification
-/// (as in DevEval's prompts) instead of the docstring in the file.
-fn task_target(input: &MethodInput) -> Result<Target, MethodError> {
-    let task: &FunctionTask = input.task;
-    let repo = locate::open(&input.source_root.join(&task.project_path))?;
-    let id = resolve_target(&repo, &task.namespace)?;
-    let mut target = Target::of(&repo, id)?;
-    if let Some(req) = &task.requirement {
-        target.docstring = Some(requirement_text(req));
-    }
-    Ok(target)
 }
 
 fn requirement_text(req: &Requirement) -> String {

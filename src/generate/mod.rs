@@ -1,6 +1,7 @@
 //! The generation step: prompt within a token budget, one LLM call, post-processing into the
 //! target function.
 
+pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
 
