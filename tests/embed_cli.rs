@@ -106,6 +106,8 @@ fn index_embed_is_incremental_and_search_prints_ranked_json() {
 
 #[test]
 fn search_reports_a_missing_model_clearly() {
+    // The cache goes to a temporary folder: tests never write into the fixtures.
+    let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
         .args([
             "search",
@@ -113,6 +115,8 @@ fn search_reports_a_missing_model_clearly() {
             "x",
             "--embed-model",
             "/no/such/dir",
+            "--cache-dir",
+            cache.path().to_str().unwrap(),
         ])
         .output()
         .unwrap();
