@@ -29,6 +29,25 @@ fn fixture() -> Repository {
     Repository::open(&root, &opts).expect("fixture opens")
 }
 
+/// The scenario's target and the view that hides it.
+fn masked_target(repo: &Repository) -> (MaskedView<'_>, Target) {
+    let id = resolve_target(repo, "fspath.path.iteratepath").unwrap();
+    (
+        MaskedView::new(repo, Some(id), false),
+        Target::of(repo, id).unwrap(),
+    )
+}
+
+/// The default embedder and the fixture's vectors (kept in a temporary folder).
+fn embeddings_of(repo: &Repository) -> (embed::LocalEmbedder, VectorIndex, tempfile::TempDir) {
+    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
+        .expect("default embedder (run `repohop models fetch`)");
+    let dir = tempfile::tempdir().unwrap();
+    let (index, _) =
+        VectorIndex::update(dir.path(), &embedder, &dense::function_items(repo)).unwrap();
+    (embedder, index, dir)
+}
+
 /// Answers each step from a script: the first choice of a one-of, the given picks for a subset
 /// (members only), and fixed callee names for the expand step.
 struct Scripted {
@@ -76,9 +95,7 @@ impl Llm for Scripted {
 #[test]
 fn expand_keeps_repository_callees_and_drops_stdlib_and_unknown_names_with_reasons() {
     let repo = fixture();
-    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
-    let view = MaskedView::new(&repo, Some(id), false);
-    let target = Target::of(&repo, id).unwrap();
+    let (view, target) = masked_target(&repo);
     let mut llm = Scripted {
         subset_picks: vec!["fspath/path.py", "::join"],
         callees: r#"["normpath", "re.sub", "no_such_helper"]"#,
@@ -122,9 +139,7 @@ fn expand_keeps_repository_callees_and_drops_stdlib_and_unknown_names_with_reaso
 #[test]
 fn without_multihop_the_entry_points_are_the_result() {
     let repo = fixture();
-    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
-    let view = MaskedView::new(&repo, Some(id), false);
-    let target = Target::of(&repo, id).unwrap();
+    let (view, target) = masked_target(&repo);
     let mut llm = Scripted {
         subset_picks: vec!["fspath/text.py", "::iterate_words", "::parts"],
         callees: "[]",
@@ -148,14 +163,8 @@ fn without_multihop_the_entry_points_are_the_result() {
 #[test]
 fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
     let repo = fixture();
-    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
-    let view = MaskedView::new(&repo, Some(id), false);
-    let target = Target::of(&repo, id).unwrap();
-    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
-        .expect("default embedder (run `repohop models fetch`)");
-    let dir = tempfile::tempdir().unwrap();
-    let (index, _) =
-        VectorIndex::update(dir.path(), &embedder, &dense::function_items(&repo)).unwrap();
+    let (view, target) = masked_target(&repo);
+    let (embedder, index, _dir) = embeddings_of(&repo);
     let embeddings = Embeddings {
         embedder: &embedder,
         index: &index,
@@ -208,15 +217,9 @@ fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
 #[test]
 fn dyretriever_finds_the_helper_that_dense_top_k_misses() {
     let repo = fixture();
-    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
-    let view = MaskedView::new(&repo, Some(id), false);
-    let target = Target::of(&repo, id).unwrap();
+    let (view, target) = masked_target(&repo);
 
-    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
-        .expect("default embedder (run `repohop models fetch`)");
-    let dir = tempfile::tempdir().unwrap();
-    let (index, _) =
-        VectorIndex::update(dir.path(), &embedder, &dense::function_items(&repo)).unwrap();
+    let (embedder, index, _dir) = embeddings_of(&repo);
     let query = embed::text::query_text(&target.signature, target.docstring.as_deref());
     let hits = dense::top_k(&view, &embedder, &index, &query, 3).unwrap();
     let dense_names: Vec<&str> = hits
