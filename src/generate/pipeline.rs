@@ -107,11 +107,17 @@ pub enum PipelineError {
     #[error("method {0} needs embeddings, and none were given")]
     NoEmbeddings(&'static str),
     #[error(transparent)]
-    Dense(#[from] DenseError),
+    Dense(Box<DenseError>),
     #[error(transparent)]
     DyRetriever(#[from] DyError),
     #[error(transparent)]
     Generate(#[from] GenerateError),
+}
+
+impl From<DenseError> for PipelineError {
+    fn from(e: DenseError) -> Self {
+        PipelineError::Dense(Box::new(e))
+    }
 }
 
 /// Runs `opts.method` for the view's target. The paper runs dense retrieval and DyRetriever

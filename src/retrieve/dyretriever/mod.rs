@@ -83,6 +83,13 @@ pub struct Hop {
     pub dropped: Vec<Dropped>,
 }
 
+/// What one expand step proposed, kept and dropped.
+struct Expansion {
+    proposed: Vec<String>,
+    kept: Vec<Kept>,
+    dropped: Vec<Dropped>,
+}
+
 /// Everything the walk did, for `--json` traces.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DyTrace {
@@ -240,7 +247,11 @@ impl Walk<'_, '_> {
             let Some(&id) = self.ids.get(&selected) else {
                 continue;
             };
-            let (proposed, kept, dropped) = self.expand(id)?;
+            let Expansion {
+                proposed,
+                kept,
+                dropped,
+            } = self.expand(id)?;
             for k in &kept {
                 if !visited.contains(&k.candidate) && !candidates.contains(&k.candidate) {
                     candidates.push(k.candidate.clone());
@@ -259,7 +270,7 @@ impl Walk<'_, '_> {
 
     /// The LLM names the callees of `id`; each survives only if it resolves to a visible
     /// function of the repository (a class stands for its constructor).
-    fn expand(&mut self, id: FnId) -> Result<(Vec<String>, Vec<Kept>, Vec<Dropped>), DyError> {
+    fn expand(&mut self, id: FnId) -> Result<Expansion, DyError> {
         let view = self.view;
         let path = view.file_path(view.function_file(id)).to_string();
         let code = self.code_of(id);
@@ -307,7 +318,11 @@ impl Walk<'_, '_> {
                 });
             }
         }
-        Ok((proposed, kept, dropped))
+        Ok(Expansion {
+            proposed,
+            kept,
+            dropped,
+        })
     }
 
     /// The top-k of the trajectory; a trajectory of at most k functions is kept whole.
