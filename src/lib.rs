@@ -1,4 +1,4 @@
-//! repohop: offline repository-level code generation (DyCoder, SaraCoder) with local models.
+//! repohop: offline repository-level code generation (DyCoder) with local models.
 
 pub mod embed;
 pub mod eval;
