@@ -274,7 +274,11 @@ impl Walk<'_, '_> {
         let view = self.view;
         let path = view.file_path(view.function_file(id)).to_string();
         let code = self.code_of(id);
-        let imports = render_imports(view.imports_of(&path), lang_of(&path));
+        let lang = view
+            .file_symbols(&path)
+            .and_then(|s| s.lang)
+            .unwrap_or(Lang::Python);
+        let imports = render_imports(view.imports_of(&path), lang);
         let answer = self.ask(
             "expand",
             prompts::expand(&path, &imports, &code),
@@ -353,9 +357,13 @@ impl Walk<'_, '_> {
                 };
                 let qualname = class.methods.iter().find(|q| ctor(q))?;
                 self.view
-                    .functions()
-                    .find(|(_, f)| &f.qualname == qualname)
-                    .map(|(id, _)| id)
+                    .resolver()
+                    .lookup_qualname(qualname)
+                    .into_iter()
+                    .find_map(|d| match d {
+                        Def::Function(f) => Some(f),
+                        Def::Class(_) => None,
+                    })
             }
         }
     }
@@ -443,14 +451,6 @@ fn reason(why: &Unresolved) -> String {
         Unresolved::Ambiguous { candidates, .. } => {
             format!("ambiguous ({} definitions)", candidates.len())
         }
-    }
-}
-
-fn lang_of(path: &str) -> Lang {
-    if path.ends_with(".java") {
-        Lang::Java
-    } else {
-        Lang::Python
     }
 }
 
