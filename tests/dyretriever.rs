@@ -6,7 +6,7 @@ use std::path::Path;
 
 use repohop::embed;
 use repohop::generate::pipeline::{self, Embeddings, Method, PipelineOptions};
-use repohop::generate::Target;
+use repohop::generate::{GenerateOptions, Target};
 use repohop::index::vectors::VectorIndex;
 use repohop::llm::{
     CandleLlm, Constraint, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError,
@@ -21,7 +21,13 @@ use repohop::retrieve::dyretriever::{self, DyOptions};
 const HELPER: &str = "fspath/path.py::normpath";
 
 fn fixture() -> Repository {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dyproj");
+    open_fixture("dyproj")
+}
+
+fn open_fixture(name: &str) -> Repository {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
     let opts = IndexOptions {
         use_cache: false,
         ..IndexOptions::default()
@@ -195,7 +201,7 @@ fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
     names.dedup();
     assert_eq!(names.len(), n, "duplicates in {sources:?}");
     assert!(!names.contains(&"fspath.path.iteratepath"));
-    assert_eq!(run.dense.len(), 4);
+    assert_eq!(run.similar.len(), 4);
     assert_eq!(
         run.generation.completion.function,
         "def iteratepath(path):\n    return normpath(p).split('/')\n"
@@ -254,4 +260,60 @@ fn dyretriever_finds_the_helper_that_dense_top_k_misses() {
         "{:?}",
         t.calls
     );
+}
+
+/// The same scenario in Java (tests/fixtures/dyjava), through the whole DyCoder pipeline with
+/// the real default models: the unlike helper reaches the context through DyRetriever (dense
+/// top-2 misses it), and the output is the target method, nested in its class.
+#[test]
+fn dycoder_on_java_finds_the_helper_and_writes_the_method() {
+    let repo = open_fixture("dyjava");
+    let id = resolve_target(&repo, "org.fspath.PathOps.iteratePath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+    let (embedder, index, _dir) = embeddings_of(&repo);
+    let mut llm = CandleLlm::load(DEFAULT_GENERATOR, &LlmOptions::default())
+        .expect("default generator (run `repohop models fetch`)");
+    let opts = PipelineOptions {
+        dy: DyOptions {
+            max_hop: 4,
+            ..DyOptions::default()
+        },
+        top_sim: 2,
+        generation: GenerateOptions {
+            max_new_tokens: 200,
+            ..GenerateOptions::default()
+        },
+        ..PipelineOptions::new(Method::Dycoder)
+    };
+    let e = Embeddings {
+        embedder: &embedder,
+        index: &index,
+    };
+    let run = pipeline::run(&mut llm, &view, &target, Some(&e), &opts).unwrap();
+    let from = |source: &str| -> Vec<&str> {
+        run.context
+            .iter()
+            .filter(|c| c.source == source)
+            .map(|c| c.qualname.as_str())
+            .collect()
+    };
+    let helper = "org.fspath.PathOps.normalize";
+    assert!(
+        !run.similar.iter().any(|s| s.qualname == helper),
+        "{:?}",
+        run.similar
+    );
+    assert!(
+        from("dyretriever").contains(&helper),
+        "context {:?}; trace {}",
+        run.context,
+        serde_json::to_string_pretty(&run.dyretriever).unwrap()
+    );
+    let function = &run.generation.completion.function;
+    assert!(
+        function.starts_with("    public static List<String> iteratePath(String path) {"),
+        "{function}"
+    );
+    assert!(function.trim_end().ends_with('}'), "{function}");
 }

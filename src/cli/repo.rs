@@ -8,13 +8,17 @@ use repohop::repo::{
 };
 use serde_json::json;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Options shared by every command that opens a repository.
 #[derive(Args, Debug, Clone)]
 pub struct RepoArgs {
-    /// Root folder of the repository.
-    pub repo: PathBuf,
+    /// Root folder of the repository (or `--repo DIR`).
+    #[arg(value_name = "REPO", required_unless_present = "repo")]
+    pub path: Option<PathBuf>,
+    /// Root folder of the repository (instead of the positional argument).
+    #[arg(long = "repo", value_name = "DIR", conflicts_with = "path")]
+    pub repo: Option<PathBuf>,
     /// Where the symbol cache lives (default: <repo>/.repohop).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
@@ -32,9 +36,19 @@ impl RepoArgs {
         }
     }
 
+    /// The repository's root folder, however it was given.
+    pub fn root(&self) -> &Path {
+        // clap requires one of the two.
+        self.repo
+            .as_deref()
+            .or(self.path.as_deref())
+            .unwrap_or(Path::new("."))
+    }
+
     /// Opens the repository, with a progress bar when stderr is a terminal.
     pub fn open(&self) -> Result<Repository> {
         let opts = self.options();
+        let root = self.root();
         let repo = if std::io::stderr().is_terminal() {
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
@@ -45,13 +59,13 @@ impl RepoArgs {
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             };
-            let r = Repository::open_with_progress(&self.repo, &opts, &progress);
+            let r = Repository::open_with_progress(root, &opts, &progress);
             bar.finish_and_clear();
             r
         } else {
-            Repository::open(&self.repo, &opts)
+            Repository::open(root, &opts)
         };
-        repo.with_context(|| format!("cannot index {}", self.repo.display()))
+        repo.with_context(|| format!("cannot index {}", root.display()))
     }
 }
 
@@ -100,6 +114,8 @@ pub struct TreeArgs {
 }
 
 #[derive(Args, Debug)]
+// `--repo DIR` leaves the first positional empty.
+#[command(allow_missing_positional = true)]
 pub struct ShowArgs {
     #[command(flatten)]
     pub repo: RepoArgs,

@@ -10,6 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::embed::{self, Embedder, LocalEmbedder, TextKind};
+use repohop::generate::pipeline::Corpus;
 use repohop::index::vectors::{Item, Row, UpdateReport, VectorIndex};
 use repohop::repo::mask::MaskedView;
 use repohop::repo::Repository;
@@ -30,6 +31,8 @@ pub struct EmbedArgs {
 }
 
 #[derive(Args, Debug)]
+// `--repo DIR` leaves the first positional empty.
+#[command(allow_missing_positional = true)]
 pub struct SearchArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
@@ -47,7 +50,7 @@ pub struct SearchArgs {
 
 /// Where the vectors live: `<cache dir>/vectors/`, the cache dir being `--cache-dir` or
 /// `<repo>/.repohop` as for the symbol cache.
-fn vectors_dir(args: &RepoArgs, repo: &Repository) -> PathBuf {
+fn vectors_dir(args: &RepoArgs, repo: &Repository, corpus: Corpus) -> PathBuf {
     let base = match &args.cache_dir {
         Some(d) if d.is_absolute() => d.clone(),
         Some(d) => std::env::current_dir()
@@ -55,19 +58,21 @@ fn vectors_dir(args: &RepoArgs, repo: &Repository) -> PathBuf {
             .unwrap_or_else(|_| d.clone()),
         None => repo.root().join(".repohop"),
     };
-    base.join("vectors")
+    base.join(corpus.cache_name())
 }
 
-/// Build or update the embedding index of `repo`.
+/// Build or update the embedding index of `repo` for `corpus` (functions or SimpleRAG slices).
 pub fn index_embeddings(
     repo: &Repository,
     repo_args: &RepoArgs,
     args: &EmbedArgs,
+    corpus: Corpus,
 ) -> Result<(LocalEmbedder, VectorIndex, UpdateReport)> {
     let device = embed::parse_device(&args.device)?;
     let model = embed::load(&args.embed_model, &device)?;
-    let items = function_items(repo);
-    let (index, report) = VectorIndex::update(&vectors_dir(repo_args, repo), &model, &items)?;
+    let items = corpus.items(repo);
+    let dir = vectors_dir(repo_args, repo, corpus);
+    let (index, report) = VectorIndex::update(&dir, &model, &items)?;
     if let Some(why) = &report.rebuilt {
         eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
     }
@@ -81,7 +86,7 @@ pub fn index_command(
     args: &EmbedArgs,
 ) -> Result<serde_json::Value> {
     let t = Instant::now();
-    let (model, index, report) = index_embeddings(repo, repo_args, args)?;
+    let (model, index, report) = index_embeddings(repo, repo_args, args, Corpus::Functions)?;
     Ok(json!({
         "model": model.info(),
         "rows": index.len(),
@@ -91,14 +96,14 @@ pub fn index_command(
         "rebuilt": report.rebuilt,
         "stats": report.stats,
         "seconds": t.elapsed().as_secs_f64(),
-        "dir": vectors_dir(repo_args, repo),
+        "dir": vectors_dir(repo_args, repo, Corpus::Functions),
     }))
 }
 
 /// `repohop search`.
 pub fn search(args: SearchArgs) -> Result<()> {
     let repo = args.repo.open()?;
-    let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed)?;
+    let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed, Corpus::Functions)?;
     let q = model.embed(&[args.query.as_str()], TextKind::Query)?;
     let view = MaskedView::new(&repo, None, false);
     let visible: HashSet<String> = view.functions().map(|(_, f)| function_key(f)).collect();

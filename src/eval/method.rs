@@ -26,8 +26,8 @@ pub struct Phase {
 pub struct Generated {
     /// The function body (DevEval completion); indentation is normalised when spliced.
     pub completion: String,
-    /// Qualified names of the definitions in the final context, for dependency recall;
-    /// `None` for methods that retrieve nothing.
+    /// Qualified names present in the final context (definitions and the names their code
+    /// uses in scope), for dependency recall; `None` for methods that retrieve nothing.
     pub context: Option<Vec<String>>,
     pub phases: Vec<Phase>,
     /// Anything worth inspecting later (prompts, hops, candidates); stored per task as is.
@@ -56,32 +56,40 @@ pub trait Method {
 }
 
 /// The names `--method` accepts.
-pub const BUILTIN: [&str; 6] = [
+pub const BUILTIN: [&str; 9] = [
     "reference",
     "not-implemented",
     "direct",
     "dense",
+    "bm25",
+    "simplerag",
     "dyretriever",
     "dycoder",
+    "dycoder-bm25",
 ];
 
 /// The method called `name`; `model` is the generator for methods that generate.
 pub fn builtin(name: &str, model: &str) -> Result<Box<dyn Method>, MethodError> {
-    use crate::generate::pipeline::Method as Kind;
-    let kind = match name {
+    use crate::generate::pipeline::{Method as Kind, Similarity};
+    let (kind, similarity) = match name {
         "reference" => return Ok(Box::new(Reference)),
         "not-implemented" => return Ok(Box::new(NotImplemented)),
-        "direct" => Kind::Direct,
-        "dense" => Kind::Dense,
-        "dyretriever" => Kind::Dyretriever,
-        "dycoder" => Kind::Dycoder,
+        "direct" => (Kind::Direct, Similarity::Dense),
+        "dense" => (Kind::Dense, Similarity::Dense),
+        "bm25" => (Kind::Dense, Similarity::Bm25),
+        "simplerag" => (Kind::Simplerag, Similarity::Dense),
+        "dyretriever" => (Kind::Dyretriever, Similarity::Dense),
+        "dycoder" => (Kind::Dycoder, Similarity::Dense),
+        "dycoder-bm25" => (Kind::Dycoder, Similarity::Bm25),
         _ => {
             return Err(
                 format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into(),
             )
         }
     };
-    Ok(Box::new(super::pipelines::Pipeline::load(kind, model)?))
+    Ok(Box::new(super::pipelines::Pipeline::load(
+        name, kind, similarity, model,
+    )?))
 }
 
 /// DevEval's reference body, read from the source file: validates the harness (must pass all).

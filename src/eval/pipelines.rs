@@ -5,24 +5,29 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use regex::Regex;
 use serde_json::json;
 
 use super::locate;
 use super::method::{Generated, Method, MethodError, MethodInput, Phase};
 use super::tasks::Requirement;
 use crate::embed::{self, LocalEmbedder};
-use crate::generate::pipeline::{self, Embeddings, Method as Kind, PipelineOptions};
+use crate::generate::pipeline::{
+    self, ContextItem, Corpus, Embeddings, Method as Kind, PipelineOptions, Similarity,
+};
 use crate::generate::Target;
 use crate::index::vectors::VectorIndex;
 use crate::llm::{CandleLlm, LlmOptions};
 use crate::repo::mask::MaskedView;
-use crate::repo::{resolve_target, Repository};
-use crate::retrieve::dense;
+use crate::repo::{resolve_target, Import, Repository};
 
 /// DyCoder or one of its ablations, on the default (or given) models.
 pub struct Pipeline {
     llm: CandleLlm,
+    /// Name in reports (`dycoder-bm25`: DyCoder with BM25 similarity).
+    name: String,
     opts: PipelineOptions,
+    corpus: Option<Corpus>,
     embedder: Option<LocalEmbedder>,
     /// Vectors per project, built once per run in a private folder.
     vectors: HashMap<PathBuf, VectorIndex>,
@@ -30,8 +35,14 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn load(kind: Kind, model: &str) -> Result<Self, MethodError> {
-        let embedder = if kind.uses_dense() {
+    pub fn load(
+        name: &str,
+        kind: Kind,
+        similarity: Similarity,
+        model: &str,
+    ) -> Result<Self, MethodError> {
+        let corpus = kind.corpus(similarity);
+        let embedder = if corpus.is_some() {
             let device = embed::parse_device("cpu")?;
             Some(embed::load(embed::DEFAULT_MODEL, &device)?)
         } else {
@@ -39,7 +50,12 @@ impl Pipeline {
         };
         Ok(Self {
             llm: CandleLlm::load(model, &LlmOptions::default())?,
-            opts: PipelineOptions::new(kind),
+            name: name.to_string(),
+            opts: PipelineOptions {
+                similarity,
+                ..PipelineOptions::new(kind)
+            },
+            corpus,
             embedder,
             vectors: HashMap::new(),
             vectors_dir: tempfile::tempdir()?,
@@ -47,12 +63,12 @@ impl Pipeline {
     }
 
     fn vectors_for(&mut self, project: &PathBuf, repo: &Repository) -> Result<(), MethodError> {
-        let Some(embedder) = &self.embedder else {
+        let (Some(embedder), Some(corpus)) = (&self.embedder, self.corpus) else {
             return Ok(());
         };
         if !self.vectors.contains_key(project) {
             let dir = self.vectors_dir.path().join(self.vectors.len().to_string());
-            let (index, _) = VectorIndex::update(&dir, embedder, &dense::function_items(repo))?;
+            let (index, _) = VectorIndex::update(&dir, embedder, &corpus.items(repo))?;
             self.vectors.insert(project.clone(), index);
         }
         Ok(())
@@ -61,7 +77,7 @@ impl Pipeline {
 
 impl Method for Pipeline {
     fn name(&self) -> &str {
-        self.opts.method.name()
+        &self.name
     }
 
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError> {
@@ -96,10 +112,10 @@ impl Method for Pipeline {
             seconds: indexing_s,
             ..Phase::default()
         }];
-        if self.opts.method.uses_dense() {
+        if self.opts.method.uses_similar_functions() || self.opts.method == Kind::Simplerag {
             phases.push(Phase {
-                name: "dense".into(),
-                seconds: run.dense_s,
+                name: "similarity".into(),
+                seconds: run.similarity_s,
                 ..Phase::default()
             });
         }
@@ -117,8 +133,8 @@ impl Method for Pipeline {
             tokens_in: r.prompt_tokens as u64,
             tokens_out: r.generated_tokens as u64,
         });
-        let context = (self.opts.method != Kind::Direct)
-            .then(|| run.context.iter().map(|c| c.qualname.clone()).collect());
+        let context =
+            (self.opts.method != Kind::Direct).then(|| names_present(&view, &run.context));
         Ok(Generated {
             completion: run.generation.completion.body.clone(),
             context,
@@ -128,13 +144,74 @@ impl Method for Pipeline {
                     "qualname": c.qualname, "path": c.path, "source": c.source,
                 })).collect::<Vec<_>>(),
                 "dyretriever": dy,
-                "dense": run.dense,
+                "similar": run.similar,
                 "prompt": run.generation.prompt,
                 "raw_answer": run.generation.raw_answer,
                 "cached_prompt_tokens": dy.cached_tokens() + r.cached_prompt_tokens,
             }),
         })
     }
+}
+
+/// Qualified names the final context shows, for dependency recall: each item's own name, and
+/// the names its code uses in their scope — `self.x` / `this.x` in a method of class `C` is
+/// `C.x` (attributes), a name imported into the item's file is the imported definition, and any
+/// other identifier in code of module `M` is `M.ident` (module variables, same-file helpers).
+/// A name merely used is present; that its definition is present is the stricter reading
+/// (the items' own names alone, kept in the trace).
+fn names_present(view: &MaskedView, context: &[ContextItem]) -> Vec<String> {
+    let ident = Regex::new(r"(?:\b(self|this)\.)?\b([A-Za-z_][A-Za-z0-9_]*)").expect("valid regex");
+    let mut names: Vec<String> = context.iter().map(|c| c.qualname.clone()).collect();
+    for c in context {
+        let Some(symbols) = view.file_symbols(&c.path) else {
+            continue;
+        };
+        let class = view
+            .functions_in(&c.path)
+            .into_iter()
+            .filter_map(|id| view.function(id))
+            .find(|f| f.span.start_line == c.start_line)
+            .and_then(|f| f.class.clone());
+        let imported: HashMap<&str, String> = symbols
+            .imports
+            .iter()
+            .filter_map(|i| {
+                let name = i.name.as_deref()?;
+                let local = i.alias.as_deref().unwrap_or(name);
+                Some((local, format!("{}.{name}", import_base(&symbols.module, i))))
+            })
+            .collect();
+        for m in ident.captures_iter(&c.code) {
+            let word = &m[2];
+            names.push(match (m.get(1), &class) {
+                (Some(_), Some(class)) => format!("{class}.{word}"),
+                _ => match imported.get(word) {
+                    Some(q) => q.clone(),
+                    None => format!("{}.{word}", symbols.module),
+                },
+            });
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The module an import names, absolute: `from ..p import q` in `a.b.c` is `a.p`.
+fn import_base(module: &str, import: &Import) -> String {
+    if import.level == 0 {
+        return import.module.clone();
+    }
+    let parts: Vec<&str> = module.split('.').collect();
+    let keep = parts.len().saturating_sub(import.level);
+    let mut base = parts[..keep].join(".");
+    if !import.module.is_empty() {
+        if !base.is_empty() {
+            base.push('.');
+        }
+        base.push_str(&import.module);
+    }
+    base
 }
 
 fn requirement_text(req: &Requirement) -> String {
@@ -144,4 +221,54 @@ fn requirement_text(req: &Requirement) -> String {
         text.push_str(req.arguments.trim());
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repo::IndexOptions;
+
+    #[test]
+    fn present_names_are_definitions_attributes_imports_and_module_names_in_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path().join("pkg");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("__init__.py"), "").unwrap();
+        std::fs::write(pkg.join("const.py"), "ENDIAN = 'little'\n").unwrap();
+        std::fs::write(
+            pkg.join("mem.py"),
+            "from .const import ENDIAN as E\nlogger = None\n\n\
+             class WAL:\n    def __init__(self, fd):\n        self._fd = fd\n\n\
+             \x20   def flush(self):\n        logger.info(E)\n        return self._fd\n",
+        )
+        .unwrap();
+        let opts = IndexOptions {
+            use_cache: false,
+            ..IndexOptions::default()
+        };
+        let repo = Repository::open(dir.path(), &opts).unwrap();
+        let view = MaskedView::new(&repo, None, false);
+        let item = |q: &str| {
+            let id = resolve_target(&repo, q).unwrap();
+            let f = repo.function(id);
+            ContextItem {
+                qualname: f.qualname.clone(),
+                path: f.path.clone(),
+                start_line: f.span.start_line,
+                source: "dense",
+                code: repo.function_code(id).to_string(),
+            }
+        };
+        let names = names_present(&view, &[item("pkg.mem.WAL.flush")]);
+        for want in [
+            "pkg.mem.WAL.flush",
+            "pkg.mem.WAL._fd",
+            "pkg.mem.logger",
+            "pkg.const.ENDIAN",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+        }
+        // Not `pkg.mem._fd`: an attribute belongs to its class.
+        assert!(!names.iter().any(|n| n == "pkg.mem._fd"), "{names:?}");
+    }
 }

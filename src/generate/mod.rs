@@ -9,7 +9,7 @@ pub use postprocess::{complete_function, BodySource, Completion, PostprocessErro
 pub use prompts::ContextSnippet;
 
 use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
-use crate::repo::{FnId, Lang, Repository};
+use crate::repo::{lang, FnId, Lang, Repository};
 
 /// What is asked for: the target's header as written in its file and its docstring.
 #[derive(Debug, Clone)]
@@ -51,6 +51,69 @@ impl Target {
             docstring: f.docstring.clone(),
             indent,
         })
+    }
+
+    /// A new function for the file at `path` (repository-relative), from a signature written by
+    /// hand: a Python header with an optional docstring (a body is optional), or a Java method
+    /// header with an optional Javadoc (it belongs in a class, so it is nested at least one level).
+    pub fn from_signature(path: &str, text: &str) -> Result<Target, GenerateError> {
+        let front_end =
+            lang::for_path(path).ok_or_else(|| GenerateError::NotSource(path.into()))?;
+        let lang = front_end.lang();
+        let text = text.trim_end();
+        let first_indent: String = text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .chars()
+            .take_while(|c| c.is_whitespace())
+            .collect();
+        // What the front end gets: the text as is, or with the minimal body it lacks.
+        let sources = match lang {
+            Lang::Python => vec![
+                format!(
+                    "{text}
+"
+                ),
+                format!(
+                    "{text}
+{first_indent}    pass
+"
+                ),
+            ],
+            Lang::Java => {
+                let body = if text.ends_with('}') || text.ends_with(';') {
+                    text.to_string()
+                } else {
+                    format!("{text} {{}}")
+                };
+                vec![format!("class RepohopSignature {{\n{body}\n}}\n")]
+            }
+        };
+        for source in sources {
+            let symbols = front_end.parse(path, "", &source);
+            let Some(f) = symbols.functions.first() else {
+                continue;
+            };
+            let line_start = source[..f.signature.start_byte]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            let indent = f.signature.start_byte - line_start;
+            let header = &source[f.signature.start_byte..f.signature.end_byte];
+            let indent = match lang {
+                Lang::Java => indent.max(4),
+                Lang::Python => indent,
+            };
+            return Ok(Target {
+                lang,
+                name: f.name.clone(),
+                path: path.to_string(),
+                signature: format!("{}{header}", " ".repeat(indent)),
+                docstring: f.docstring.clone(),
+                indent,
+            });
+        }
+        Err(GenerateError::BadSignature(path.to_string()))
     }
 
     /// The signature with its docstring, as the model sees it (the papers' "signature").
@@ -117,6 +180,8 @@ pub enum GenerateError {
     TargetTooLong { tokens: usize, budget: usize },
     #[error("{0} is not a parsed source file")]
     NotSource(String),
+    #[error("the signature for {0} has no function definition")]
+    BadSignature(String),
     #[error("{0} (raw answer: {1:?})")]
     Postprocess(PostprocessError, String),
 }
@@ -171,4 +236,58 @@ pub fn generate(
         raw_answer: response.text.clone(),
         response,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_python_signature_file_gives_header_docstring_and_nesting() {
+        let t = Target::from_signature(
+            "pkg/m.py",
+            "def split_all(path, sep='/'):\n    \"\"\"Split a path into parts.\"\"\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (t.name.as_str(), t.signature.as_str(), t.indent),
+            ("split_all", "def split_all(path, sep='/'):", 0)
+        );
+        assert_eq!(t.docstring.as_deref(), Some("Split a path into parts."));
+        // A bare header is completed with a body before parsing; indentation is kept.
+        let t = Target::from_signature("m.py", "    def area(self) -> float:").unwrap();
+        assert_eq!(
+            (t.signature.as_str(), t.indent),
+            ("    def area(self) -> float:", 4)
+        );
+        assert!(t.docstring.is_none());
+    }
+
+    #[test]
+    fn a_java_signature_is_a_method_nested_in_a_class() {
+        let t = Target::from_signature(
+            "src/A.java",
+            "/** Sum of the values. */\npublic static int sum(int... values)",
+        )
+        .unwrap();
+        assert_eq!(t.name, "sum");
+        assert_eq!(t.indent, 4);
+        assert!(t
+            .signature
+            .trim_start()
+            .starts_with("public static int sum("));
+        assert_eq!(t.docstring.as_deref(), Some("Sum of the values."));
+    }
+
+    #[test]
+    fn a_signature_without_a_function_or_for_an_unknown_language_is_an_error() {
+        assert!(matches!(
+            Target::from_signature("m.py", "x = 1\n"),
+            Err(GenerateError::BadSignature(_))
+        ));
+        assert!(matches!(
+            Target::from_signature("notes.txt", "def f(): pass"),
+            Err(GenerateError::NotSource(_))
+        ));
+    }
 }

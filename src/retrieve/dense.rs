@@ -3,8 +3,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
+use super::FunctionHit;
 use crate::embed::{text, EmbedError, Embedder, TextKind};
 use crate::index::vectors::{IndexError, Item, Row, VectorIndex};
 use crate::repo::mask::MaskedView;
@@ -34,13 +33,6 @@ pub fn function_items(repo: &Repository) -> Vec<Item> {
         .collect()
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct DenseHit {
-    #[serde(skip)]
-    pub id: FnId,
-    pub score: f32,
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum DenseError {
     #[error(transparent)]
@@ -56,7 +48,7 @@ pub fn top_k(
     index: &VectorIndex,
     query: &str,
     k: usize,
-) -> Result<Vec<DenseHit>, DenseError> {
+) -> Result<Vec<FunctionHit>, DenseError> {
     let visible: HashMap<String, FnId> = view
         .functions()
         .map(|(id, f)| (function_key(f), id))
@@ -68,7 +60,7 @@ pub fn top_k(
         .filter_map(|h| {
             visible
                 .get(&h.row.key)
-                .map(|&id| DenseHit { id, score: h.score })
+                .map(|&id| FunctionHit { id, score: h.score })
         })
         .collect())
 }

@@ -1,0 +1,218 @@
+//! The similarity baselines on the DyCoder code path: BM25 functions (`--sparse bm25`),
+//! SimpleRAG slices, and `repohop generate --signature-file` writing a new function.
+
+use std::path::Path;
+use std::process::Command;
+
+use repohop::embed;
+use repohop::generate::pipeline::{self, Corpus, Embeddings, Method, PipelineOptions, Similarity};
+use repohop::generate::Target;
+use repohop::index::vectors::VectorIndex;
+use repohop::llm::{FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt};
+use repohop::repo::mask::MaskedView;
+use repohop::repo::{resolve_target, IndexOptions, Repository};
+use repohop::retrieve::slices;
+
+fn fixture_root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dyproj")
+}
+
+fn fixture() -> Repository {
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    Repository::open(&fixture_root(), &opts).expect("fixture opens")
+}
+
+/// Generation only: answers every request with the same function.
+struct FixedAnswer;
+
+impl Llm for FixedAnswer {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+        let text = "```python\ndef iteratepath(path):\n    return path.split('/')\n```".to_string();
+        Ok(GenerateResponse {
+            text,
+            finish_reason: FinishReason::Stop,
+            prompt_tokens: self.count_tokens(&request.prompt)?,
+            cached_prompt_tokens: 0,
+            generated_tokens: 10,
+            prefill_ms: 0.0,
+            decode_ms: 0.0,
+            constraint_ms: 0.0,
+            tokens: Vec::new(),
+        })
+    }
+    fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
+        Ok(match prompt {
+            Prompt::Chat(m) => m.iter().map(|m| m.content.len() / 4).sum(),
+            _ => 0,
+        })
+    }
+    fn context_window(&self) -> usize {
+        32_768
+    }
+    fn name(&self) -> &str {
+        "fixed"
+    }
+}
+
+#[test]
+fn bm25_similarity_needs_no_embeddings_and_ranks_shared_identifiers_first() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let target = Target::of(&repo, id).unwrap();
+    let opts = PipelineOptions {
+        similarity: Similarity::Bm25,
+        top_sim: 3,
+        ..PipelineOptions::new(Method::Dense)
+    };
+    assert_eq!(Method::Dense.corpus(Similarity::Bm25), None);
+    let run = pipeline::run(&mut FixedAnswer, &view, &target, None, &opts).unwrap();
+    assert_eq!(run.context.len(), 3);
+    assert!(run.context.iter().all(|c| c.source == "bm25"));
+    assert!(run
+        .context
+        .iter()
+        .all(|c| c.qualname != "fspath.path.iteratepath"));
+    // Like dense retrieval, BM25 ranks the look-alikes of the other modules (shared words:
+    // iterate, components, path) above the unlike helper `normpath`.
+    let names: Vec<&str> = run.context.iter().map(|c| c.qualname.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "fspath.text.iterate_words",
+            "fspath.url.path_components",
+            "fspath.url.iterate_url_path"
+        ]
+    );
+    assert!(run.similar.windows(2).all(|w| w[0].score >= w[1].score));
+    assert_eq!(run.generation.completion.body, "return path.split('/')\n");
+}
+
+#[test]
+fn simplerag_serves_slices_but_none_that_shows_the_masked_target() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "fspath.path.iteratepath").unwrap();
+    let span = repo.function(id).span;
+    let target = Target::of(&repo, id).unwrap();
+    let embedder = embed::load(embed::DEFAULT_MODEL, &embed::parse_device("cpu").unwrap())
+        .expect("default embedder (run `repohop models fetch`)");
+    let dir = tempfile::tempdir().unwrap();
+    let items = Corpus::Slices.items(&repo);
+    assert!(items.iter().all(|i| i.key.contains('#')));
+    let (index, _) = VectorIndex::update(dir.path(), &embedder, &items).unwrap();
+    let query = embed::text::query_text(&target.signature, target.docstring.as_deref());
+    let overlaps = |s: &slices::Slice| {
+        s.path == "fspath/path.py" && s.start_line <= span.end_line && s.end_line >= span.start_line
+    };
+
+    // Without a mask the best slice is the one holding the target itself...
+    let open = MaskedView::new(&repo, None, false);
+    let hits = slices::top_k(&open, &embedder, &index, &query, 3).unwrap();
+    assert!(overlaps(&hits[0]), "{hits:?}");
+    // ...with the mask no slice overlaps its lines, and each slice carries its file's lines.
+    let view = MaskedView::new(&repo, Some(id), false);
+    let hits = slices::top_k(&view, &embedder, &index, &query, 5).unwrap();
+    assert_eq!(hits.len(), 5);
+    assert!(hits.iter().all(|s| !overlaps(s)), "{hits:?}");
+    let text = std::fs::read_to_string(fixture_root().join(&hits[0].path)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        hits[0].code.trim_end(),
+        lines[hits[0].start_line - 1..hits[0].end_line]
+            .join("\n")
+            .trim_end()
+    );
+
+    let opts = PipelineOptions {
+        top_sim: 4,
+        ..PipelineOptions::new(Method::Simplerag)
+    };
+    let e = Embeddings {
+        embedder: &embedder,
+        index: &index,
+    };
+    let run = pipeline::run(&mut FixedAnswer, &view, &target, Some(&e), &opts).unwrap();
+    assert_eq!(run.context.len(), 4);
+    assert!(run.context.iter().all(|c| c.source == "simplerag"));
+    assert!(!run
+        .generation
+        .prompt
+        .contains("for component in _path.strip"));
+}
+
+/// The real default models: a new function from a signature file, appended with `--write`.
+#[test]
+fn generate_writes_a_new_function_from_a_signature_file() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("repo");
+    std::fs::create_dir_all(root.join("fspath")).unwrap();
+    for f in ["__init__.py", "path.py", "text.py", "url.py"] {
+        std::fs::copy(
+            fixture_root().join("fspath").join(f),
+            root.join("fspath").join(f),
+        )
+        .unwrap();
+    }
+    let sig = work.path().join("sig.py");
+    std::fs::write(
+        &sig,
+        "def depth(path):\n    \"\"\"Return how many components the normalized path has.\"\"\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["generate", "--repo"])
+        .arg(&root)
+        .arg("--signature-file")
+        .arg(&sig)
+        .args([
+            "--file",
+            "fspath/path.py",
+            "--method",
+            "dense",
+            "--sparse",
+            "bm25",
+        ])
+        .args(["--top-sim", "3", "--max-tokens", "160", "--write", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let function = v["function"].as_str().unwrap();
+    assert!(function.starts_with("def depth(path):\n"), "{function}");
+    assert_eq!(v["similarity"], "bm25");
+    assert!(v["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["source"] == "bm25"));
+
+    let original = std::fs::read_to_string(fixture_root().join("fspath/path.py")).unwrap();
+    let written = std::fs::read_to_string(root.join("fspath/path.py")).unwrap();
+    assert!(written.starts_with(original.trim_end()));
+    assert!(written.ends_with(&format!("\n\n\n{}\n", function.trim_end())));
+    let backup = std::fs::read_to_string(root.join("fspath/path.py.repohop.bak")).unwrap();
+    assert_eq!(backup, original);
+    // The written file still parses, with the new function in it.
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    let repo = Repository::open(&root, &opts).unwrap();
+    assert!(resolve_target(&repo, "fspath.path.depth").is_ok());
+
+    // A file outside the repository model is refused before any model loads.
+    let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["generate", "--repo"])
+        .arg(&root)
+        .arg("--signature-file")
+        .arg(&sig)
+        .args(["--file", "fspath/missing.py"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a parsed source file"));
+}
