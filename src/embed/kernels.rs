@@ -38,6 +38,7 @@ macro_rules! multiversion {
         }
     };
 }
+pub(crate) use multiversion;
 
 /// erf(x) to about 1e-7 absolute: a rational approximation in x² on [-4, 4] (the form used by
 /// Eigen and XLA), branch-free so loops over it vectorise.

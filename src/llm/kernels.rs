@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use candle_core::{bail, Layout, Result, StorageRef, Tensor};
 
-use crate::embed::kernels::softmax_row;
+use crate::embed::kernels::{exp_neg, multiversion, softmax_row};
 
 /// Below this many elements of work a kernel runs on the calling thread.
 const PAR_MIN_ELEMS: usize = 32 * 1024;
@@ -93,6 +93,16 @@ pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
     Tensor::from_vec(out, x.shape(), x.device())
 }
 
+// `out = silu(g) · u` with the vectorisable exp: e = exp(-|g|) ≤ 1, so sigmoid(g) is
+// 1 / (1 + e) for g ≥ 0 and e / (1 + e) below.
+multiversion!(silu_mul_slice, (g: &[f32], u: &[f32], out: &mut [f32]), {
+    for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
+        let e = exp_neg(-g.abs());
+        let sig = if g >= 0.0 { 1.0 } else { e } / (1.0 + e);
+        *o = g * sig * u;
+    }
+});
+
 /// `silu(gate) * up`, element-wise, of two contiguous f32 CPU tensors of one shape.
 pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     if gate.shape() != up.shape() {
@@ -111,9 +121,7 @@ pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
                 let (a, b) = (c * CHUNK, len.min((c + 1) * CHUNK));
                 // SAFETY: chunk c of `out`, written by this unit only.
                 let o = unsafe { dst.slice(a, b - a) };
-                for ((o, &g), &u) in o.iter_mut().zip(&gs[a..b]).zip(&us[a..b]) {
-                    *o = g / (1.0 + (-g).exp()) * u;
-                }
+                silu_mul_slice(&gs[a..b], &us[a..b], o);
             }
         });
     }
