@@ -13,8 +13,8 @@ use rayon::prelude::*;
 
 /// Compile `$body` (a loop over slices) for AVX-512, AVX2+FMA and baseline; pick at run time.
 macro_rules! multiversion {
-    ($name:ident, ($($arg:ident : $ty:ty),*), $body:expr) => {
-        fn $name($($arg: $ty),*) {
+    ($vis:vis $name:ident, ($($arg:ident : $ty:ty),*), $body:expr) => {
+        $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
@@ -38,6 +38,7 @@ macro_rules! multiversion {
         }
     };
 }
+pub(crate) use multiversion;
 
 /// erf(x) to about 1e-7 absolute: a rational approximation in x² on [-4, 4] (the form used by
 /// Eigen and XLA), branch-free so loops over it vectorise.
@@ -85,7 +86,7 @@ multiversion!(gelu_slice, (src: &[f32], dst: &mut [f32]), {
 });
 
 // In place: `row[j] = exp(row[j] - max)` over the row, then divided by the sum.
-multiversion!(softmax_row, (row: &mut [f32]), {
+multiversion!(pub(crate) softmax_row, (row: &mut [f32]), {
     let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
     let mut sum = 0.0f32;
     for x in row.iter_mut() {

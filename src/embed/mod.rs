@@ -7,7 +7,7 @@
 
 mod batch;
 mod bert;
-mod kernels;
+pub(crate) mod kernels;
 mod ops;
 mod qwen3;
 pub mod resolve;

@@ -15,6 +15,7 @@
 mod chat;
 mod constraint;
 mod engine;
+mod kernels;
 mod load;
 pub mod qwen;
 mod sample;

@@ -7,10 +7,11 @@
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
+use super::kernels::{self, host_f32, AttnParams, HostKv};
 use super::LlmError;
 
 /// Which member of the family; decides the chat template default and the layer layout.
@@ -45,10 +46,21 @@ pub struct QwenConfig {
     pub context_length: usize,
 }
 
-/// One layer's cached keys and values, `(1, kv_heads, capacity, head_dim)`, valid up to `len`.
-struct KvBuffer {
-    k: Tensor,
-    v: Tensor,
+/// One layer's cached keys and values, valid for the model's first `kv_len` positions.
+enum KvBuffer {
+    /// On the CPU, read and written by [`kernels::attention`].
+    Host(HostKv),
+    /// On other devices, `(1, kv_heads, capacity, head_dim)` tensors.
+    Device { k: Tensor, v: Tensor },
+}
+
+impl KvBuffer {
+    fn capacity(&self) -> candle_core::Result<usize> {
+        match self {
+            KvBuffer::Host(kv) => Ok(kv.cap),
+            KvBuffer::Device { k, .. } => k.dim(2),
+        }
+    }
 }
 
 struct Layer {
@@ -348,17 +360,21 @@ impl QwenModel {
     /// the memory above it.
     pub fn shrink_kv(&mut self, cap: usize) -> candle_core::Result<()> {
         self.kv_len = self.kv_len.min(cap);
+        let (kvh, hd) = (self.config.num_kv_heads, self.config.head_dim);
         for layer in &mut self.layers {
-            if let Some(kv) = &layer.kv {
-                if kv.k.dim(2)? > cap {
-                    layer.kv = if cap == 0 {
-                        None
-                    } else {
-                        Some(KvBuffer {
-                            k: kv.k.narrow(2, 0, cap)?.contiguous()?,
-                            v: kv.v.narrow(2, 0, cap)?.contiguous()?,
-                        })
-                    };
+            let Some(kv) = &mut layer.kv else { continue };
+            if kv.capacity()? <= cap {
+                continue;
+            }
+            if cap == 0 {
+                layer.kv = None;
+                continue;
+            }
+            match kv {
+                KvBuffer::Host(h) => h.resize(kvh, hd, cap, cap),
+                KvBuffer::Device { k, v } => {
+                    *k = k.narrow(2, 0, cap)?.contiguous()?;
+                    *v = v.narrow(2, 0, cap)?.contiguous()?;
                 }
             }
         }
@@ -370,7 +386,10 @@ impl QwenModel {
         self.layers
             .iter()
             .filter_map(|l| l.kv.as_ref())
-            .map(|kv| (kv.k.elem_count() + kv.v.elem_count()) * 4)
+            .map(|kv| match kv {
+                KvBuffer::Host(h) => (h.k.len() + h.v.len()) * 4,
+                KvBuffer::Device { k, v } => (k.elem_count() + v.elem_count()) * 4,
+            })
             .sum()
     }
 
@@ -402,6 +421,18 @@ impl QwenModel {
             .index_select(&ids, 0)?
             .to_dtype(DType::F32)?
             .unsqueeze(0)?;
+        let eps = self.config.rms_norm_eps as f32;
+        if self.device.is_cpu() {
+            for layer in &mut self.layers {
+                let h = kernels::rms_norm(&x, &layer.attn_norm, eps)?;
+                let attn = layer.attention_host(&h, &self.config, pos, &self.cos, &self.sin)?;
+                x = (x + attn)?;
+                let h = kernels::rms_norm(&x, &layer.ffn_norm, eps)?;
+                let gu = project(&[&layer.gate, &layer.up], &h)?;
+                x = (x + layer.down.forward(&kernels::silu_mul(&gu[0], &gu[1])?)?)?;
+            }
+            return self.finish(x, n, all_logits);
+        }
         let cos = self.cos.narrow(0, pos, n)?;
         let sin = self.sin.narrow(0, pos, n)?;
         let mask = if n > 1 {
@@ -409,7 +440,6 @@ impl QwenModel {
         } else {
             None
         };
-        let eps = self.config.rms_norm_eps as f32;
         let cfg = self.config.clone();
         for layer in &mut self.layers {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
@@ -420,13 +450,23 @@ impl QwenModel {
             let u = layer.up.forward(&h)?;
             x = (x + layer.down.forward(&(g * u)?)?)?;
         }
-        self.kv_len = pos + n;
+        self.finish(x, n, all_logits)
+    }
+
+    /// Final norm and logits after the layers have run `n` new positions.
+    fn finish(&mut self, x: Tensor, n: usize, all_logits: bool) -> candle_core::Result<Tensor> {
+        self.kv_len += n;
+        let eps = self.config.rms_norm_eps as f32;
         let x = if all_logits {
             x
         } else {
             x.narrow(1, n - 1, 1)?
         };
-        let x = candle_nn::ops::rms_norm(&x, &self.norm, eps)?;
+        let x = if self.device.is_cpu() {
+            kernels::rms_norm(&x.contiguous()?, &self.norm, eps)?
+        } else {
+            candle_nn::ops::rms_norm(&x, &self.norm, eps)?
+        };
         self.lm_head.forward(&x)?.squeeze(0)
     }
 
@@ -451,7 +491,124 @@ impl QwenModel {
     }
 }
 
+/// Multiplies `x` by each weight; quantized weights of one dtype share one pass over `x`
+/// (one activation quantization and one parallel region) where candle supports it.
+fn project(ws: &[&QMatMul], x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+    let mut out: Vec<Option<Tensor>> = vec![None; ws.len()];
+    let quantized: Vec<Option<&QTensor>> = ws
+        .iter()
+        .map(|w| match w {
+            QMatMul::QTensor(t) => Some(t.as_ref()),
+            _ => None,
+        })
+        .collect();
+    for (i, qt) in quantized.iter().enumerate() {
+        let Some(qt) = qt else { continue };
+        if out[i].is_some() {
+            continue;
+        }
+        let same: Vec<usize> = (i..ws.len())
+            .filter(|&j| quantized[j].is_some_and(|t| t.dtype() == qt.dtype()))
+            .collect();
+        if same.len() < 2 {
+            continue;
+        }
+        let group: Vec<&QTensor> = same.iter().filter_map(|&j| quantized[j]).collect();
+        if let Some(ys) = QTensor::gemv_fused_shared_lhs(&group, x)? {
+            for (j, y) in same.into_iter().zip(ys) {
+                out[j] = Some(y);
+            }
+        }
+    }
+    ws.iter()
+        .zip(out)
+        .map(|(w, y)| match y {
+            Some(y) => Ok(y),
+            None => w.forward(x),
+        })
+        .collect()
+}
+
+type Guard<'a> = (candle_core::StorageRef<'a>, &'a candle_core::Layout);
+
+/// Locks an optional tensor's storage for reading.
+fn guard(t: &Option<Tensor>) -> Option<Guard<'_>> {
+    t.as_ref().map(|t| t.storage_and_layout())
+}
+
+/// The data of an optional CPU tensor.
+fn host_opt<'a>(t: &'a Option<Guard<'_>>) -> candle_core::Result<Option<&'a [f32]>> {
+    t.as_ref().map(|(s, l)| host_f32(s, l)).transpose()
+}
+
 impl Layer {
+    /// Attention on the CPU through [`kernels::attention`]; `x` is `(1, n, hidden)`.
+    fn attention_host(
+        &mut self,
+        x: &Tensor,
+        cfg: &QwenConfig,
+        pos: usize,
+        cos: &Tensor,
+        sin: &Tensor,
+    ) -> candle_core::Result<Tensor> {
+        let n = x.dim(1)?;
+        let (h, kvh, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+        let qkv = project(&[&self.q, &self.k, &self.v], x)?;
+        let total = pos + n;
+        let kv = match &mut self.kv {
+            Some(KvBuffer::Host(kv)) => kv,
+            slot => {
+                *slot = Some(KvBuffer::Host(HostKv {
+                    k: Vec::new(),
+                    v: Vec::new(),
+                    cap: 0,
+                }));
+                match slot {
+                    Some(KvBuffer::Host(kv)) => kv,
+                    _ => candle_core::bail!("KV buffer missing after allocation"),
+                }
+            }
+        };
+        if total > kv.cap {
+            kv.resize(kvh, hd, total.max(kv.cap * 2).max(64), pos);
+        }
+        let (qb, kb, vb) = (
+            guard(&self.q_bias),
+            guard(&self.k_bias),
+            guard(&self.v_bias),
+        );
+        let (qn, kn) = (guard(&self.q_norm), guard(&self.k_norm));
+        let (cg, cl) = cos.storage_and_layout();
+        let (sg, sl) = sin.storage_and_layout();
+        let params = AttnParams {
+            heads: h,
+            kv_heads: kvh,
+            head_dim: hd,
+            eps: cfg.rms_norm_eps as f32,
+            q_bias: host_opt(&qb)?,
+            k_bias: host_opt(&kb)?,
+            v_bias: host_opt(&vb)?,
+            q_norm: host_opt(&qn)?,
+            k_norm: host_opt(&kn)?,
+            cos: host_f32(&cg, cl)?,
+            sin: host_f32(&sg, sl)?,
+        };
+        let (qg, ql) = qkv[0].storage_and_layout();
+        let (kg, kl) = qkv[1].storage_and_layout();
+        let (vg, vl) = qkv[2].storage_and_layout();
+        let y = kernels::attention(
+            &params,
+            host_f32(&qg, ql)?,
+            host_f32(&kg, kl)?,
+            host_f32(&vg, vl)?,
+            kv,
+            pos,
+            n,
+        )?;
+        self.o
+            .forward(&Tensor::from_vec(y, (1, n, h * hd), x.device())?)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn attention(
         &mut self,
@@ -488,11 +645,11 @@ impl Layer {
         let v = v.transpose(1, 2)?.contiguous()?;
         let total = pos + n;
         self.append_kv(&k, &v, pos, total)?;
-        let Some(kv) = &self.kv else {
+        let Some(KvBuffer::Device { k: kbuf, v: vbuf }) = &self.kv else {
             candle_core::bail!("KV buffer missing after append")
         };
-        let keys = kv.k.narrow(2, 0, total)?;
-        let values = kv.v.narrow(2, 0, total)?;
+        let keys = kbuf.narrow(2, 0, total)?;
+        let values = vbuf.narrow(2, 0, total)?;
         // Grouped-query attention without copying K/V: the `groups` query heads sharing a KV
         // head become `groups * n` query rows of that head.
         let groups = h / kvh;
@@ -519,28 +676,27 @@ impl Layer {
         pos: usize,
         total: usize,
     ) -> candle_core::Result<()> {
-        let cap = self
-            .kv
-            .as_ref()
-            .map(|kv| kv.k.dim(2))
-            .transpose()?
-            .unwrap_or(0);
+        let old = match &self.kv {
+            Some(KvBuffer::Device { k, v }) => Some((k, v)),
+            _ => None,
+        };
+        let cap = old.map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
         if total > cap {
             let new_cap = total.max(cap * 2).max(64);
             let (_, kvh, _, hd) = k.dims4()?;
             let nk = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
             let nv = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
-            if let Some(old) = &self.kv {
+            if let Some((ok, ov)) = old {
                 if pos > 0 {
-                    nk.slice_set(&old.k.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
-                    nv.slice_set(&old.v.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
+                    nk.slice_set(&ok.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
+                    nv.slice_set(&ov.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
                 }
             }
-            self.kv = Some(KvBuffer { k: nk, v: nv });
+            self.kv = Some(KvBuffer::Device { k: nk, v: nv });
         }
-        if let Some(kv) = &self.kv {
-            kv.k.slice_set(k, 2, pos)?;
-            kv.v.slice_set(v, 2, pos)?;
+        if let Some(KvBuffer::Device { k: kb, v: vb }) = &self.kv {
+            kb.slice_set(k, 2, pos)?;
+            vb.slice_set(v, 2, pos)?;
         }
         Ok(())
     }

@@ -1,0 +1,506 @@
+//! CPU kernels for the decoder's work between the quantized matmuls: RMS norm, the fused
+//! SiLU gate, and attention with its bias, per-head norms, rotary embedding and KV append.
+//!
+//! They run on candle's barrier pool, the threads that run the quantized matmuls (and spin
+//! between them), rather than on rayon's pool as candle-nn's ops do: on a machine with as
+//! many cores as threads, a second pool's threads compete with the spinning ones for the
+//! cores. Attention also skips the masked half of causal prefill and the copies that
+//! transposes, masks and KV concatenation cost through tensor ops.
+
+use std::ops::Range;
+
+use candle_core::{bail, Layout, Result, StorageRef, Tensor};
+
+use crate::embed::kernels::{exp_neg, multiversion, softmax_row};
+
+/// Below this many elements of work a kernel runs on the calling thread.
+const PAR_MIN_ELEMS: usize = 32 * 1024;
+
+/// Runs `f` over `0..n_items`, split over the barrier pool when `n_items × cost` is large.
+fn par_ranges(n_items: usize, cost: usize, f: impl Fn(Range<usize>) + Sync) {
+    if n_items > 1 && n_items * cost >= PAR_MIN_ELEMS {
+        candle_core::utils::barrier_pool().execute_chunked(n_items, f);
+    } else if n_items > 0 {
+        f(0..n_items);
+    }
+}
+
+/// A raw pointer that parallel units write through, each to its own disjoint part.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+// SAFETY: units write disjoint index ranges, and the pool joins before the owner reads.
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+impl SharedMut {
+    /// # Safety
+    /// `offset..offset + len` must lie inside the buffer and be written by this unit only.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slice(&self, offset: usize, len: usize) -> &mut [f32] {
+        std::slice::from_raw_parts_mut(self.at(offset), len)
+    }
+
+    /// # Safety
+    /// `offset` must lie inside the buffer.
+    unsafe fn at(&self, offset: usize) -> *mut f32 {
+        self.0.add(offset)
+    }
+}
+
+/// The data of a contiguous f32 tensor on the CPU, borrowed from its storage guard.
+pub(crate) fn host_f32<'a>(guard: &'a StorageRef<'_>, layout: &Layout) -> Result<&'a [f32]> {
+    let candle_core::Storage::Cpu(cpu) = &**guard else {
+        bail!("expected a CPU tensor")
+    };
+    let data = cpu.as_slice::<f32>()?;
+    match layout.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => bail!("expected a contiguous tensor"),
+    }
+}
+
+/// `x / rms(x) * w` over one row, into `out`.
+#[inline]
+fn rms_norm_row(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (ms + eps).sqrt();
+    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+        *o = v * inv * g;
+    }
+}
+
+/// RMS norm over the last dimension of a contiguous f32 CPU tensor.
+pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f32) -> Result<Tensor> {
+    let d = x.dim(candle_core::D::Minus1)?;
+    let rows = x.elem_count() / d.max(1);
+    let mut out = vec![0f32; x.elem_count()];
+    {
+        let (xg, xl) = x.storage_and_layout();
+        let (wg, wl) = w.storage_and_layout();
+        let (xs, ws) = (host_f32(&xg, xl)?, host_f32(&wg, wl)?);
+        if ws.len() != d {
+            bail!("rms_norm: weight of {} for rows of {d}", ws.len());
+        }
+        let dst = SharedMut(out.as_mut_ptr());
+        par_ranges(rows, d, |range| {
+            for r in range {
+                // SAFETY: row r of `out`, written by this unit only.
+                let o = unsafe { dst.slice(r * d, d) };
+                rms_norm_row(&xs[r * d..(r + 1) * d], ws, eps, o);
+            }
+        });
+    }
+    Tensor::from_vec(out, x.shape(), x.device())
+}
+
+// `out = silu(g) · u` with the vectorisable exp: e = exp(-|g|) ≤ 1, so sigmoid(g) is
+// 1 / (1 + e) for g ≥ 0 and e / (1 + e) below.
+multiversion!(silu_mul_slice, (g: &[f32], u: &[f32], out: &mut [f32]), {
+    for ((o, &g), &u) in out.iter_mut().zip(g).zip(u) {
+        let e = exp_neg(-g.abs());
+        let sig = if g >= 0.0 { 1.0 } else { e } / (1.0 + e);
+        *o = g * sig * u;
+    }
+});
+
+/// `silu(gate) * up`, element-wise, of two contiguous f32 CPU tensors of one shape.
+pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+    if gate.shape() != up.shape() {
+        bail!("silu_mul: shapes {:?} and {:?}", gate.shape(), up.shape());
+    }
+    let len = gate.elem_count();
+    let mut out = vec![0f32; len];
+    {
+        let (gg, gl) = gate.storage_and_layout();
+        let (ug, ul) = up.storage_and_layout();
+        let (gs, us) = (host_f32(&gg, gl)?, host_f32(&ug, ul)?);
+        const CHUNK: usize = 4096;
+        let dst = SharedMut(out.as_mut_ptr());
+        par_ranges(len.div_ceil(CHUNK), CHUNK, |range| {
+            for c in range {
+                let (a, b) = (c * CHUNK, len.min((c + 1) * CHUNK));
+                // SAFETY: chunk c of `out`, written by this unit only.
+                let o = unsafe { dst.slice(a, b - a) };
+                silu_mul_slice(&gs[a..b], &us[a..b], o);
+            }
+        });
+    }
+    Tensor::from_vec(out, gate.shape(), gate.device())
+}
+
+/// One layer's keys and values on the CPU: `[kv_head][capacity][head_dim]` each, valid for
+/// the first `len` positions the model tracks.
+pub(crate) struct HostKv {
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub cap: usize,
+}
+
+impl HostKv {
+    /// Reallocates to `new_cap` positions, keeping the first `keep` of each head.
+    pub fn resize(&mut self, kv_heads: usize, head_dim: usize, new_cap: usize, keep: usize) {
+        let keep = keep.min(new_cap).min(self.cap);
+        let mut k = vec![0f32; kv_heads * new_cap * head_dim];
+        let mut v = vec![0f32; kv_heads * new_cap * head_dim];
+        for g in 0..kv_heads {
+            let (src, dst) = (g * self.cap * head_dim, g * new_cap * head_dim);
+            let n = keep * head_dim;
+            k[dst..dst + n].copy_from_slice(&self.k[src..src + n]);
+            v[dst..dst + n].copy_from_slice(&self.v[src..src + n]);
+        }
+        *self = HostKv { k, v, cap: new_cap };
+    }
+}
+
+/// Head layout and the per-layer extras of one attention block.
+pub(crate) struct AttnParams<'a> {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub eps: f32,
+    pub q_bias: Option<&'a [f32]>,
+    pub k_bias: Option<&'a [f32]>,
+    pub v_bias: Option<&'a [f32]>,
+    pub q_norm: Option<&'a [f32]>,
+    pub k_norm: Option<&'a [f32]>,
+    /// Rotary tables `(positions, head_dim / 2)` from position 0.
+    pub cos: &'a [f32],
+    pub sin: &'a [f32],
+}
+
+/// Bias, optional RMS norm, then the rotary embedding (halves convention) of one head, in
+/// place; `cos`/`sin` are this position's rows.
+#[inline]
+fn finish_head(
+    x: &mut [f32],
+    bias: Option<&[f32]>,
+    norm: Option<&[f32]>,
+    eps: f32,
+    cs: (&[f32], &[f32]),
+) {
+    if let Some(b) = bias {
+        for (x, b) in x.iter_mut().zip(b) {
+            *x += b;
+        }
+    }
+    if let Some(w) = norm {
+        let ms = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+        let inv = 1.0 / (ms + eps).sqrt();
+        for (x, g) in x.iter_mut().zip(w) {
+            *x *= inv * g;
+        }
+    }
+    let half = x.len() / 2;
+    let (lo, hi) = x.split_at_mut(half);
+    for (((a, b), &c), &s) in lo.iter_mut().zip(hi.iter_mut()).zip(cs.0).zip(cs.1) {
+        let (x1, x2) = (*a, *b);
+        *a = x1 * c - x2 * s;
+        *b = x1 * s + x2 * c;
+    }
+}
+
+/// Query rows per attention unit in prefill: enough to make the two GEMMs efficient.
+const QUERY_BLOCK: usize = 32;
+
+/// Causal grouped-query attention of `n` new tokens at positions `pos..pos + n`.
+/// `q`, `k`, `v` are the projections `(n, heads·head_dim)`, `(n, kv_heads·head_dim)` before
+/// bias; the new keys and values are written into `kv` (which must hold `pos + n` positions).
+/// Returns the attention output `(n, heads·head_dim)`, heads side by side.
+pub(crate) fn attention(
+    p: &AttnParams,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    kv: &mut HostKv,
+    pos: usize,
+    n: usize,
+) -> Result<Vec<f32>> {
+    let (h, kvh, hd) = (p.heads, p.kv_heads, p.head_dim);
+    let half = hd / 2;
+    let total = pos + n;
+    if q.len() != n * h * hd || k.len() != n * kvh * hd || v.len() != n * kvh * hd {
+        bail!("attention: projections do not match {n} tokens of {h}/{kvh} heads of {hd}");
+    }
+    if kv.cap < total || p.cos.len() < total * half || h % kvh != 0 {
+        bail!(
+            "attention: KV capacity {} or rotary table too small for {total}",
+            kv.cap
+        );
+    }
+    let cap = kv.cap;
+    // Queries, then keys and values into the cache: bias, norm, rope per row.
+    let mut qr = q.to_vec();
+    {
+        let (qd, kd, vd) = (
+            SharedMut(qr.as_mut_ptr()),
+            SharedMut(kv.k.as_mut_ptr()),
+            SharedMut(kv.v.as_mut_ptr()),
+        );
+        par_ranges(n, (h + 2 * kvh) * hd, |range| {
+            for i in range {
+                let t = pos + i;
+                let cs = (
+                    &p.cos[t * half..(t + 1) * half],
+                    &p.sin[t * half..(t + 1) * half],
+                );
+                for head in 0..h {
+                    // SAFETY: row i of the query buffer belongs to this unit.
+                    let x = unsafe { qd.slice((i * h + head) * hd, hd) };
+                    let b = p.q_bias.map(|b| &b[head * hd..(head + 1) * hd]);
+                    finish_head(x, b, p.q_norm, p.eps, cs);
+                }
+                for g in 0..kvh {
+                    let at = (g * cap + t) * hd;
+                    // SAFETY: position t of every KV head belongs to this unit's row i.
+                    let (kx, vx) = unsafe { (kd.slice(at, hd), vd.slice(at, hd)) };
+                    kx.copy_from_slice(&k[(i * kvh + g) * hd..(i * kvh + g + 1) * hd]);
+                    let b = p.k_bias.map(|b| &b[g * hd..(g + 1) * hd]);
+                    finish_head(kx, b, p.k_norm, p.eps, cs);
+                    vx.copy_from_slice(&v[(i * kvh + g) * hd..(i * kvh + g + 1) * hd]);
+                    if let Some(b) = p.v_bias {
+                        for (x, b) in vx.iter_mut().zip(&b[g * hd..(g + 1) * hd]) {
+                            *x += b;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    let mut out = vec![0f32; n * h * hd];
+    let (keys, values) = (&kv.k, &kv.v);
+    let groups = h / kvh;
+    let blocks = n.div_ceil(QUERY_BLOCK);
+    let scale = 1.0 / (hd as f32).sqrt();
+    let dst = SharedMut(out.as_mut_ptr());
+    let qr = &qr;
+    // One unit = one query head over one block of query rows; the heads of a KV group are
+    // neighbours so their shared keys stay in cache.
+    par_ranges(h * blocks, QUERY_BLOCK * total * hd / 4, |range| {
+        let mut scores = Vec::new();
+        for unit in range {
+            let (head, blk) = (unit / blocks, unit % blocks);
+            let g = head / groups;
+            let i0 = blk * QUERY_BLOCK;
+            let rows = QUERY_BLOCK.min(n - i0);
+            // Keys up to the block's last query; later ones are masked for every row.
+            let len = pos + i0 + rows;
+            scores.clear();
+            scores.resize(rows * len, 0f32);
+            let kbase = &keys[g * cap * hd..];
+            let vbase = &values[g * cap * hd..];
+            // SAFETY: the pointers cover `rows` query rows of stride h·hd from row i0 (inside
+            // `qr`), `len` ≤ cap cache rows of head g, `scores` (rows × len), and this unit's
+            // rows i0.. of head `head` in `out`, which no other unit writes.
+            unsafe {
+                gemm::gemm(
+                    rows,
+                    len,
+                    hd,
+                    scores.as_mut_ptr(),
+                    1,
+                    len as isize,
+                    false,
+                    qr.as_ptr().add((i0 * h + head) * hd),
+                    1,
+                    (h * hd) as isize,
+                    kbase.as_ptr(),
+                    hd as isize,
+                    1,
+                    0.0,
+                    scale,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+            for (r, row) in scores.chunks_mut(len).enumerate() {
+                let valid = pos + i0 + r + 1;
+                softmax_row(&mut row[..valid]);
+                row[valid..].fill(0.0);
+            }
+            unsafe {
+                gemm::gemm(
+                    rows,
+                    hd,
+                    len,
+                    dst.at((i0 * h + head) * hd),
+                    1,
+                    (h * hd) as isize,
+                    false,
+                    scores.as_ptr(),
+                    1,
+                    len as isize,
+                    vbase.as_ptr(),
+                    1,
+                    hd as isize,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
+                );
+            }
+        }
+    });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Straightforward attention over explicit (already roped) keys for the comparison.
+    #[allow(clippy::too_many_arguments)]
+    fn reference(
+        q: &[f32],
+        keys: &[Vec<f32>],
+        vals: &[Vec<f32>],
+        h: usize,
+        kvh: usize,
+        hd: usize,
+        pos: usize,
+        n: usize,
+    ) -> Vec<f32> {
+        let mut out = vec![0f32; n * h * hd];
+        for i in 0..n {
+            for head in 0..h {
+                let g = head / (h / kvh);
+                let qv = &q[(i * h + head) * hd..][..hd];
+                let len = pos + i + 1;
+                let s: Vec<f64> = (0..len)
+                    .map(|t| {
+                        let kv = &keys[t][g * hd..][..hd];
+                        qv.iter().zip(kv).map(|(a, b)| (a * b) as f64).sum::<f64>()
+                            / (hd as f64).sqrt()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::MIN, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for d in 0..hd {
+                    let y: f64 = (0..len)
+                        .map(|t| e[t] / z * vals[t][g * hd + d] as f64)
+                        .sum();
+                    out[(i * h + head) * hd + d] = y as f32;
+                }
+            }
+        }
+        out
+    }
+
+    fn rope_row(x: &mut [f32], t: usize, hd: usize, theta: f32) {
+        let half = hd / 2;
+        for j in 0..half {
+            let a = t as f32 / theta.powf(2.0 * j as f32 / hd as f32);
+            let (c, s) = (a.cos(), a.sin());
+            let (x1, x2) = (x[j], x[j + half]);
+            x[j] = x1 * c - x2 * s;
+            x[j + half] = x1 * s + x2 * c;
+        }
+    }
+
+    #[test]
+    fn attention_matches_a_direct_computation() {
+        let (h, kvh, hd) = (6, 2, 16);
+        let half = hd / 2;
+        let theta = 10_000f32;
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+        };
+        let positions = 120;
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for t in 0..positions {
+            for j in 0..half {
+                let a = t as f32 / theta.powf(2.0 * j as f32 / hd as f32);
+                cos.push(a.cos());
+                sin.push(a.sin());
+            }
+        }
+        let bias: Vec<f32> = (0..h * hd).map(|_| rnd()).collect();
+        let kbias: Vec<f32> = (0..kvh * hd).map(|_| rnd()).collect();
+        let vbias: Vec<f32> = (0..kvh * hd).map(|_| rnd()).collect();
+        let p = AttnParams {
+            heads: h,
+            kv_heads: kvh,
+            head_dim: hd,
+            eps: 1e-6,
+            q_bias: Some(&bias),
+            k_bias: Some(&kbias),
+            v_bias: Some(&vbias),
+            q_norm: None,
+            k_norm: None,
+            cos: &cos,
+            sin: &sin,
+        };
+        let mut kv = HostKv {
+            k: Vec::new(),
+            v: Vec::new(),
+            cap: 0,
+        };
+        let (mut keys, mut vals) = (Vec::new(), Vec::new());
+        // A prefill of 70 tokens (three query blocks), then two single-token steps.
+        let mut pos = 0;
+        for n in [70usize, 1, 1] {
+            kv.resize(kvh, hd, pos + n + 3, pos);
+            let q: Vec<f32> = (0..n * h * hd).map(|_| 2.0 * rnd()).collect();
+            let k: Vec<f32> = (0..n * kvh * hd).map(|_| 2.0 * rnd()).collect();
+            let v: Vec<f32> = (0..n * kvh * hd).map(|_| rnd()).collect();
+            let got = attention(&p, &q, &k, &v, &mut kv, pos, n).unwrap();
+            let mut qr = q.clone();
+            for i in 0..n {
+                for head in 0..h {
+                    let x = &mut qr[(i * h + head) * hd..][..hd];
+                    for (x, b) in x.iter_mut().zip(&bias[head * hd..]) {
+                        *x += b;
+                    }
+                    rope_row(x, pos + i, hd, theta);
+                }
+                let mut kr = k[i * kvh * hd..(i + 1) * kvh * hd].to_vec();
+                let mut vr = v[i * kvh * hd..(i + 1) * kvh * hd].to_vec();
+                for g in 0..kvh {
+                    let x = &mut kr[g * hd..(g + 1) * hd];
+                    for (x, b) in x.iter_mut().zip(&kbias[g * hd..]) {
+                        *x += b;
+                    }
+                    rope_row(x, pos + i, hd, theta);
+                }
+                for (x, b) in vr.iter_mut().zip(&vbias) {
+                    *x += b;
+                }
+                keys.push(kr);
+                vals.push(vr);
+            }
+            let want = reference(&qr, &keys, &vals, h, kvh, hd, pos, n);
+            let diff = got
+                .iter()
+                .zip(&want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(diff < 1e-4, "n={n} pos={pos}: max diff {diff}");
+            pos += n;
+        }
+    }
+
+    #[test]
+    fn rms_norm_and_silu_mul_match_candle() {
+        let dev = candle_core::Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (3, 700, 64), &dev).unwrap();
+        let w = Tensor::randn(0f32, 1.0, 64, &dev).unwrap();
+        let ours = rms_norm(&x, &w, 1e-6).unwrap();
+        let theirs = candle_nn::ops::rms_norm(&x, &w, 1e-6).unwrap();
+        let d = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(d.to_scalar::<f32>().unwrap() < 1e-5);
+        let g = Tensor::randn(0f32, 3.0, (5, 9000), &dev).unwrap();
+        let u = Tensor::randn(0f32, 1.0, (5, 9000), &dev).unwrap();
+        let ours = silu_mul(&g, &u).unwrap();
+        let theirs = (candle_nn::ops::silu(&g).unwrap() * &u).unwrap();
+        let d = (ours - theirs).unwrap().abs().unwrap().max_all().unwrap();
+        assert!(d.to_scalar::<f32>().unwrap() < 1e-5);
+    }
+}
