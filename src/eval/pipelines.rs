@@ -112,7 +112,7 @@ impl Method for Pipeline {
             seconds: indexing_s,
             ..Phase::default()
         }];
-        if self.opts.method.uses_similar_functions() || self.opts.method == Kind::Simplerag {
+        if self.opts.method.uses_similarity() {
             phases.push(Phase {
                 name: "similarity".into(),
                 seconds: run.similarity_s,

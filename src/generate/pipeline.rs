@@ -72,6 +72,10 @@ impl Method {
     pub fn uses_similar_functions(self) -> bool {
         matches!(self, Method::Dycoder | Method::Dense)
     }
+    /// Whether the method has a similarity part at all (functions or SimpleRAG slices).
+    pub fn uses_similarity(self) -> bool {
+        self.uses_similar_functions() || self == Method::Simplerag
+    }
     pub fn uses_dyretriever(self) -> bool {
         matches!(self, Method::Dycoder | Method::Dyretriever)
     }
