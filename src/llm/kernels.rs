@@ -27,7 +27,7 @@ fn par_ranges(n_items: usize, cost: usize, f: impl Fn(Range<usize>) + Sync) {
 
 /// A raw pointer that parallel units write through, each to its own disjoint part.
 #[derive(Clone, Copy)]
-struct SharedMut(*mut f32);
+pub(super) struct SharedMut(pub(super) *mut f32);
 // SAFETY: units write disjoint index ranges, and the pool joins before the owner reads.
 unsafe impl Send for SharedMut {}
 unsafe impl Sync for SharedMut {}
@@ -42,7 +42,7 @@ impl SharedMut {
 
     /// # Safety
     /// `offset` must lie inside the buffer.
-    unsafe fn at(&self, offset: usize) -> *mut f32 {
+    pub(super) unsafe fn at(&self, offset: usize) -> *mut f32 {
         self.0.add(offset)
     }
 }

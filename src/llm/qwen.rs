@@ -7,11 +7,12 @@
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, QMatMul, QTensor};
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
 use super::kernels::{self, host_f32, AttnParams, HostKv};
+use super::linear::{project, Weight};
 use super::LlmError;
 
 /// Which member of the family; decides the chat template default and the layer layout.
@@ -65,19 +66,19 @@ impl KvBuffer {
 
 struct Layer {
     attn_norm: Tensor,
-    q: QMatMul,
-    k: QMatMul,
-    v: QMatMul,
-    o: QMatMul,
+    q: Weight,
+    k: Weight,
+    v: Weight,
+    o: Weight,
     q_bias: Option<Tensor>,
     k_bias: Option<Tensor>,
     v_bias: Option<Tensor>,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: Weight,
+    up: Weight,
+    down: Weight,
     kv: Option<KvBuffer>,
 }
 
@@ -87,7 +88,7 @@ pub struct QwenModel {
     embed: Tensor,
     layers: Vec<Layer>,
     norm: Tensor,
-    lm_head: QMatMul,
+    lm_head: Weight,
     cos: Tensor,
     sin: Tensor,
     /// Number of positions held in every layer's KV buffer.
@@ -172,7 +173,7 @@ impl QwenModel {
         let has = |name: &str| content.tensor_infos.contains_key(name);
         let e = |err: candle_core::Error| gguf_err(path, err);
         let deq = |t: candle_core::quantized::QTensor| t.dequantize(device);
-        let qmm = |t| QMatMul::from_qtensor(t);
+        let qmm = Weight::from_qtensor;
 
         let embed = get("token_embd.weight")
             .map_err(e)?
@@ -201,7 +202,7 @@ impl QwenModel {
                 opt("attn_v.bias")?,
             );
             let (q_norm, k_norm) = (opt("attn_q_norm.weight")?, opt("attn_k_norm.weight")?);
-            let mut w = |n: &str| -> Result<QMatMul, LlmError> {
+            let mut w = |n: &str| -> Result<Weight, LlmError> {
                 qmm(get(&format!("{p}.{n}.weight")).map_err(e)?).map_err(e)
             };
             let (q, k, v, o) = (w("attn_q")?, w("attn_k")?, w("attn_v")?, w("attn_output")?);
@@ -279,9 +280,11 @@ impl QwenModel {
         let m = vb.pp("model");
         let embed = m.get_unchecked("embed_tokens.weight").map_err(e)?;
         let lm_head = if tied || !vb.contains_tensor("lm_head.weight") {
-            QMatMul::Tensor(embed.clone())
+            Weight::Candle(QMatMul::Tensor(embed.clone()))
         } else {
-            QMatMul::Tensor(vb.get_unchecked("lm_head.weight").map_err(e)?)
+            Weight::Candle(QMatMul::Tensor(
+                vb.get_unchecked("lm_head.weight").map_err(e)?,
+            ))
         };
         let norm = m.get_unchecked("norm.weight").map_err(e)?;
         let mut layers = Vec::with_capacity(config.num_layers);
@@ -289,10 +292,10 @@ impl QwenModel {
             let l = m.pp(format!("layers.{i}"));
             let a = l.pp("self_attn");
             let f = l.pp("mlp");
-            let w = |vb: &VarBuilder, n: &str| -> Result<QMatMul, LlmError> {
-                Ok(QMatMul::Tensor(
+            let w = |vb: &VarBuilder, n: &str| -> Result<Weight, LlmError> {
+                Ok(Weight::Candle(QMatMul::Tensor(
                     vb.get_unchecked(&format!("{n}.weight")).map_err(e)?,
-                ))
+                )))
             };
             let opt = |vb: &VarBuilder, n: &str| -> Result<Option<Tensor>, LlmError> {
                 if vb.contains_tensor(n) {
@@ -329,7 +332,7 @@ impl QwenModel {
         embed: Tensor,
         layers: Vec<Layer>,
         norm: Tensor,
-        lm_head: QMatMul,
+        lm_head: Weight,
         device: &Device,
     ) -> candle_core::Result<Self> {
         let (cos, sin) = rope_tables(&config, device)?;
@@ -491,44 +494,6 @@ impl QwenModel {
     }
 }
 
-/// Multiplies `x` by each weight; quantized weights of one dtype share one pass over `x`
-/// (one activation quantization and one parallel region) where candle supports it.
-fn project(ws: &[&QMatMul], x: &Tensor) -> candle_core::Result<Vec<Tensor>> {
-    let mut out: Vec<Option<Tensor>> = vec![None; ws.len()];
-    let quantized: Vec<Option<&QTensor>> = ws
-        .iter()
-        .map(|w| match w {
-            QMatMul::QTensor(t) => Some(t.as_ref()),
-            _ => None,
-        })
-        .collect();
-    for (i, qt) in quantized.iter().enumerate() {
-        let Some(qt) = qt else { continue };
-        if out[i].is_some() {
-            continue;
-        }
-        let same: Vec<usize> = (i..ws.len())
-            .filter(|&j| quantized[j].is_some_and(|t| t.dtype() == qt.dtype()))
-            .collect();
-        if same.len() < 2 {
-            continue;
-        }
-        let group: Vec<&QTensor> = same.iter().filter_map(|&j| quantized[j]).collect();
-        if let Some(ys) = QTensor::gemv_fused_shared_lhs(&group, x)? {
-            for (j, y) in same.into_iter().zip(ys) {
-                out[j] = Some(y);
-            }
-        }
-    }
-    ws.iter()
-        .zip(out)
-        .map(|(w, y)| match y {
-            Some(y) => Ok(y),
-            None => w.forward(x),
-        })
-        .collect()
-}
-
 type Guard<'a> = (candle_core::StorageRef<'a>, &'a candle_core::Layout);
 
 /// Locks an optional tensor's storage for reading.
@@ -621,7 +586,7 @@ impl Layer {
     ) -> candle_core::Result<Tensor> {
         let n = x.dim(1)?;
         let (h, kvh, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
-        let proj = |w: &QMatMul, b: &Option<Tensor>| -> candle_core::Result<Tensor> {
+        let proj = |w: &Weight, b: &Option<Tensor>| -> candle_core::Result<Tensor> {
             let y = w.forward(x)?;
             match b {
                 Some(b) => y.broadcast_add(b),

@@ -1,0 +1,723 @@
+//! Quantized matrix products for the CPU decoder on AVX-512 VNNI machines (runtime-detected;
+//! elsewhere candle's kernels run).
+//!
+//! Decode reads every weight once per token, so its speed is bytes moved. candle repacks Q4_K
+//! into 16-row tiles with f32 scales (3,072 bytes per 16×256 weights, a third more than the
+//! GGUF's 2,304); [`Q4KTiles`] keeps the same interleaving with the GGUF's own 6-bit scales
+//! widened to bytes (2,368 bytes) and serves prefill too, so candle's copy is never built.
+//! Q6_K (`ffn_down`/`attn_v` in half the layers, and the output head) is multiplied straight
+//! from its GGUF blocks in decode; candle's tiles handle its prefill.
+//!
+//! Activations are quantized to 8 bits per 256-value block ([`Q8Rows`], as llama.cpp's Q8_K),
+//! once per input shared by every weight that reads it.
+
+use std::ops::Range;
+
+use candle_core::quantized::{GgmlDType, QTensor};
+
+use super::kernels::SharedMut;
+
+/// Values per quantization block (Q4_K, Q6_K and the activations' blocks).
+const QK: usize = 256;
+/// Weight rows per tile: one AVX-512 register of f32 outputs.
+const TILE_ROWS: usize = 16;
+/// Activation rows a tile is multiplied with per pass (register blocking in prefill).
+const MAX_ROWS: usize = 4;
+/// GGUF block sizes in bytes.
+const Q4K_BLOCK: usize = 144;
+const Q6K_BLOCK: usize = 210;
+/// How far ahead of the weights being multiplied the kernels prefetch, in bytes.
+const Q4K_AHEAD: usize = 4 * 2368;
+const Q6K_AHEAD: usize = 4096;
+
+/// Whether this CPU runs these kernels.
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// One 256-value block of one activation row: `x ≈ d × qs`.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+pub(crate) struct Q8Block {
+    qs: [i8; QK],
+    /// Sums of `qs` over each 16 values (Q6_K's sub-blocks).
+    sums16: [i16; QK / 16],
+    /// Sums of `qs` over each 32 values (Q4_K's sub-blocks), as f32.
+    sums32: [f32; QK / 32],
+    d: f32,
+}
+
+/// Activation rows quantized block by block.
+pub(crate) struct Q8Rows {
+    blocks: Vec<Q8Block>,
+    rows: usize,
+    /// Blocks per row.
+    per_row: usize,
+}
+
+impl Q8Rows {
+    /// Quantizes `rows` rows of `k` values (`k` a multiple of 256) with the largest magnitude
+    /// of each block mapped to ±127.
+    pub(crate) fn quantize(x: &[f32], rows: usize, k: usize) -> Self {
+        assert!(
+            k.is_multiple_of(QK) && x.len() == rows * k,
+            "activations must be rows × 256·j"
+        );
+        let per_row = k / QK;
+        let zero = Q8Block {
+            qs: [0; QK],
+            sums16: [0; QK / 16],
+            sums32: [0.0; QK / 32],
+            d: 0.0,
+        };
+        let mut blocks = vec![zero; rows * per_row];
+        let ptr = SharedBlocks(blocks.as_mut_ptr());
+        let body = |range: Range<usize>| {
+            for b in range {
+                // SAFETY: each unit writes only its own block `b`.
+                let dst = unsafe { &mut *ptr.at(b) };
+                quantize_block(&x[b * QK..(b + 1) * QK], dst);
+            }
+        };
+        let n = blocks.len();
+        if rows > 1 {
+            candle_core::utils::barrier_pool().execute_chunked(n, body);
+        } else {
+            body(0..n);
+        }
+        Self {
+            blocks,
+            rows,
+            per_row,
+        }
+    }
+
+    fn row(&self, r: usize) -> &[Q8Block] {
+        &self.blocks[r * self.per_row..(r + 1) * self.per_row]
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SharedBlocks(*mut Q8Block);
+// SAFETY: parallel units write disjoint blocks, and the pool joins before the owner reads.
+unsafe impl Send for SharedBlocks {}
+unsafe impl Sync for SharedBlocks {}
+
+impl SharedBlocks {
+    fn at(&self, i: usize) -> *mut Q8Block {
+        self.0.wrapping_add(i)
+    }
+}
+
+fn quantize_block(x: &[f32], out: &mut Q8Block) {
+    let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+    if amax == 0.0 {
+        *out = Q8Block {
+            qs: [0; QK],
+            sums16: [0; QK / 16],
+            sums32: [0.0; QK / 32],
+            d: 0.0,
+        };
+        return;
+    }
+    let inv = 127.0 / amax;
+    for (q, v) in out.qs.iter_mut().zip(x) {
+        *q = (v * inv).round().clamp(-127.0, 127.0) as i8;
+    }
+    for (s, chunk) in out.sums16.iter_mut().zip(out.qs.chunks_exact(16)) {
+        *s = chunk.iter().map(|&q| q as i16).sum();
+    }
+    for (s, pair) in out.sums32.iter_mut().zip(out.sums16.chunks_exact(2)) {
+        *s = (pair[0] + pair[1]) as f32;
+    }
+    out.d = amax / 127.0;
+}
+
+/// 16 rows × 256 columns of a Q4_K matrix. Row `r` of the tile has value
+/// `d[r] × scales[s][r] × q − dmin[r] × mins[s][r]` in sub-block `s` (32 columns).
+#[repr(C, align(64))]
+struct Q4KTile {
+    /// `[group of 8 columns (32)][row (16)][4 bytes]`: byte `j` of a group holds column
+    /// `8g + j` in its low nibble and `8g + j + 4` in its high one, so one VNNI instruction
+    /// takes 4 columns of 16 rows.
+    qs: [u8; QK / 8 * TILE_ROWS * 4],
+    scales: [[u8; TILE_ROWS]; 8],
+    mins: [[u8; TILE_ROWS]; 8],
+    /// f16 bits.
+    d: [u16; TILE_ROWS],
+    dmin: [u16; TILE_ROWS],
+}
+
+/// A Q4_K weight `(n, k)` repacked into tiles, `[row tile][column block]`.
+pub(crate) struct Q4KTiles {
+    tiles: Vec<Q4KTile>,
+    n: usize,
+    k: usize,
+}
+
+/// The 6-bit scale and min of sub-block `j` from a Q4_K block's 12 packed bytes.
+fn scale_min(j: usize, s: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 63, s[j + 4] & 63)
+    } else {
+        (
+            (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}
+
+impl Q4KTiles {
+    /// Repacks a CPU Q4_K tensor of shape `(n, k)`; `None` for other dtypes or shapes that
+    /// don't tile (`n` not a multiple of 16).
+    pub(crate) fn pack(t: &QTensor) -> candle_core::Result<Option<Self>> {
+        let (n, k) = match t.shape().dims() {
+            &[n, k] => (n, k),
+            _ => return Ok(None),
+        };
+        if t.dtype() != GgmlDType::Q4K
+            || !n.is_multiple_of(TILE_ROWS)
+            || !k.is_multiple_of(QK)
+            || n == 0
+        {
+            return Ok(None);
+        }
+        let data = t.data()?;
+        let per_row = k / QK;
+        if data.len() != n * per_row * Q4K_BLOCK {
+            candle_core::bail!("Q4_K tensor of {n}×{k} holds {} bytes", data.len());
+        }
+        let mut tiles = Vec::with_capacity(n / TILE_ROWS * per_row);
+        for t in 0..n / TILE_ROWS {
+            for b in 0..per_row {
+                let mut tile = Q4KTile {
+                    qs: [0; QK / 8 * TILE_ROWS * 4],
+                    scales: [[0; TILE_ROWS]; 8],
+                    mins: [[0; TILE_ROWS]; 8],
+                    d: [0; TILE_ROWS],
+                    dmin: [0; TILE_ROWS],
+                };
+                for r in 0..TILE_ROWS {
+                    let at = ((t * TILE_ROWS + r) * per_row + b) * Q4K_BLOCK;
+                    let blk = &data[at..at + Q4K_BLOCK];
+                    tile.d[r] = u16::from_le_bytes([blk[0], blk[1]]);
+                    tile.dmin[r] = u16::from_le_bytes([blk[2], blk[3]]);
+                    for s in 0..8 {
+                        (tile.scales[s][r], tile.mins[s][r]) = scale_min(s, &blk[4..16]);
+                    }
+                    // GGUF: each 32-byte chunk c holds columns 64c.. in its low nibbles and
+                    // 64c+32.. in its high ones.
+                    let qs = &blk[16..];
+                    let col = |i: usize| {
+                        let byte = qs[i / 64 * 32 + i % 32];
+                        if i % 64 < 32 {
+                            byte & 0x0F
+                        } else {
+                            byte >> 4
+                        }
+                    };
+                    for g in 0..QK / 8 {
+                        for j in 0..4 {
+                            tile.qs[(g * TILE_ROWS + r) * 4 + j] =
+                                col(8 * g + j) | (col(8 * g + j + 4) << 4);
+                        }
+                    }
+                }
+                tiles.push(tile);
+            }
+        }
+        Ok(Some(Self { tiles, n, k }))
+    }
+
+    pub(crate) fn n(&self) -> usize {
+        self.n
+    }
+
+    pub(crate) fn k(&self) -> usize {
+        self.k
+    }
+}
+
+/// A Q6_K weight `(n, k)` borrowed as GGUF blocks, multiplied one row at a time.
+pub(crate) struct Q6KRows<'a> {
+    data: &'a [u8],
+    n: usize,
+    k: usize,
+}
+
+impl<'a> Q6KRows<'a> {
+    /// Borrows a CPU Q6_K tensor's blocks; `None` for other dtypes.
+    pub(crate) fn new(t: &'a QTensor, data: &'a [u8]) -> Option<Self> {
+        let (n, k) = match t.shape().dims() {
+            &[n, k] => (n, k),
+            _ => return None,
+        };
+        let ok = t.dtype() == GgmlDType::Q6K
+            && k.is_multiple_of(QK)
+            && data.len() == n * (k / QK) * Q6K_BLOCK;
+        ok.then_some(Self { data, n, k })
+    }
+}
+
+/// IEEE half-precision bits to f32 (GGUF block scales are finite).
+fn f16_to_f32(bits: u16) -> f32 {
+    let sign = ((bits as u32) & 0x8000) << 16;
+    let exp = ((bits >> 10) & 0x1F) as u32;
+    let mant = (bits & 0x3FF) as u32;
+    match exp {
+        0 => {
+            let magnitude = mant as f32 / (1 << 24) as f32;
+            f32::from_bits(sign | magnitude.to_bits())
+        }
+        0x1F => f32::from_bits(sign | 0x7F80_0000 | (mant << 13)),
+        _ => f32::from_bits(sign | ((exp + 112) << 23) | (mant << 13)),
+    }
+}
+
+/// One weight of a [`matmul`] call.
+pub(crate) enum QWeight<'a> {
+    Q4K(&'a Q4KTiles),
+    /// Single-row inputs only.
+    Q6K(Q6KRows<'a>),
+}
+
+impl QWeight<'_> {
+    fn n(&self) -> usize {
+        match self {
+            QWeight::Q4K(w) => w.n,
+            QWeight::Q6K(w) => w.n,
+        }
+    }
+
+    fn k(&self) -> usize {
+        match self {
+            QWeight::Q4K(w) => w.k,
+            QWeight::Q6K(w) => w.k,
+        }
+    }
+
+    /// Output rows per parallel unit.
+    fn unit_rows(&self) -> usize {
+        match self {
+            QWeight::Q4K(_) => TILE_ROWS,
+            QWeight::Q6K(_) => 8,
+        }
+    }
+}
+
+/// `outs[i] = x × weights[i]ᵀ` (`x.rows × n_i`, row-major) for weights that all take `x`,
+/// in one parallel region. Must only be called when [`available`] is true.
+pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
+    assert!(available(), "quantized kernels need AVX-512 VNNI");
+    assert_eq!(weights.len(), outs.len());
+    let k = x.per_row * QK;
+    let row_chunks = x.rows.div_ceil(MAX_ROWS);
+    // Unit ranges per weight: its output-row groups × activation-row chunks, the latter
+    // innermost so consecutive units reuse one weight tile from cache.
+    let mut starts = Vec::with_capacity(weights.len());
+    let mut total = 0;
+    for (w, out) in weights.iter().zip(outs.iter_mut()) {
+        assert_eq!(w.k(), k, "weight and activations disagree on k");
+        assert!(
+            matches!(w, QWeight::Q4K(_)) || x.rows == 1,
+            "Q6_K runs single rows"
+        );
+        out.clear();
+        out.resize(x.rows * w.n(), 0.0);
+        starts.push(total);
+        total += w.n().div_ceil(w.unit_rows()) * row_chunks;
+    }
+    let dsts: Vec<SharedMut> = outs.iter_mut().map(|o| SharedMut(o.as_mut_ptr())).collect();
+    let run = |range: Range<usize>| {
+        for unit in range {
+            let wi = starts.partition_point(|&s| s <= unit) - 1;
+            let local = unit - starts[wi];
+            let (group, chunk) = (local / row_chunks, local % row_chunks);
+            let r0 = chunk * MAX_ROWS;
+            let rows = r0..(r0 + MAX_ROWS).min(x.rows);
+            let w = &weights[wi];
+            let n = w.n();
+            let cols = group * w.unit_rows()..((group + 1) * w.unit_rows()).min(n);
+            // SAFETY: `available()` was checked; each unit writes only its own
+            // (rows, cols) block of output `wi`.
+            unsafe {
+                match w {
+                    QWeight::Q4K(t) => x86::q4k_unit(t, x, rows, group, dsts[wi], n),
+                    QWeight::Q6K(q) => x86::q6k_rows(q, x.row(0), cols, dsts[wi]),
+                }
+            }
+        }
+    };
+    if total > 1 {
+        candle_core::utils::barrier_pool().execute_chunked(total, run);
+    } else {
+        run(0..total);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::*;
+    use core::arch::x86_64::*;
+
+    /// Tile row group `group` of `w` times activation rows `rows` (at most [`MAX_ROWS`]).
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VNNI must be present; `dst` must hold `x.rows × n` values.
+    pub(super) unsafe fn q4k_unit(
+        w: &Q4KTiles,
+        x: &Q8Rows,
+        rows: Range<usize>,
+        group: usize,
+        dst: SharedMut,
+        n: usize,
+    ) {
+        let per_row = w.k / QK;
+        let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
+        match rows.len() {
+            1 => q4k_tiles::<1>(tiles, x, rows.start, group, dst, n),
+            2 => q4k_tiles::<2>(tiles, x, rows.start, group, dst, n),
+            3 => q4k_tiles::<3>(tiles, x, rows.start, group, dst, n),
+            _ => q4k_tiles::<4>(tiles, x, rows.start, group, dst, n),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn bcast4(p: *const i8) -> __m512i {
+        _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32))
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn q4k_tiles<const R: usize>(
+        tiles: &[Q4KTile],
+        x: &Q8Rows,
+        r0: usize,
+        group: usize,
+        dst: SharedMut,
+        n: usize,
+    ) {
+        let nibble = _mm512_set1_epi8(0x0F);
+        let acts: [&[Q8Block]; R] = std::array::from_fn(|i| x.row(r0 + i));
+        let mut acc = [_mm512_setzero_ps(); R];
+        for (b, tile) in tiles.iter().enumerate() {
+            let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr().cast()));
+            let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(tile.dmin.as_ptr().cast()));
+            let mut sum = [_mm512_setzero_ps(); R];
+            // Sub-blocks in pairs: two independent dot-product chains per row.
+            for pair in 0..4 {
+                let (sa, sb) = (2 * pair, 2 * pair + 1);
+                let mut ia = [_mm512_setzero_si512(); R];
+                let mut ib = [_mm512_setzero_si512(); R];
+                for g in 0..4 {
+                    // Three lines per step cover the 37 of a tile `Q4K_AHEAD` bytes on.
+                    let ahead = (tile as *const Q4KTile)
+                        .cast::<i8>()
+                        .wrapping_add(Q4K_AHEAD);
+                    for j in 0..3 {
+                        _mm_prefetch::<_MM_HINT_T0>(
+                            ahead.wrapping_add(((pair * 4 + g) * 3 + j) * 64),
+                        );
+                    }
+                    let wa = _mm512_loadu_si512(tile.qs.as_ptr().add((sa * 4 + g) * 64).cast());
+                    let wb = _mm512_loadu_si512(tile.qs.as_ptr().add((sb * 4 + g) * 64).cast());
+                    let (lo_a, hi_a) = (
+                        _mm512_and_si512(wa, nibble),
+                        _mm512_and_si512(_mm512_srli_epi16(wa, 4), nibble),
+                    );
+                    let (lo_b, hi_b) = (
+                        _mm512_and_si512(wb, nibble),
+                        _mm512_and_si512(_mm512_srli_epi16(wb, 4), nibble),
+                    );
+                    for i in 0..R {
+                        let q = acts[i][b].qs.as_ptr();
+                        let (pa, pb) = (q.add(sa * 32 + g * 8), q.add(sb * 32 + g * 8));
+                        ia[i] = _mm512_dpbusd_epi32(ia[i], lo_a, bcast4(pa));
+                        ia[i] = _mm512_dpbusd_epi32(ia[i], hi_a, bcast4(pa.add(4)));
+                        ib[i] = _mm512_dpbusd_epi32(ib[i], lo_b, bcast4(pb));
+                        ib[i] = _mm512_dpbusd_epi32(ib[i], hi_b, bcast4(pb.add(4)));
+                    }
+                }
+                for (s, dots) in [(sa, &ia), (sb, &ib)] {
+                    let widen = |bytes: &[u8; TILE_ROWS]| {
+                        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                            bytes.as_ptr().cast(),
+                        )))
+                    };
+                    let scale = _mm512_mul_ps(d, widen(&tile.scales[s]));
+                    let min = _mm512_mul_ps(dmin, widen(&tile.mins[s]));
+                    for i in 0..R {
+                        sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[i]), scale, sum[i]);
+                        let bsum = _mm512_set1_ps(acts[i][b].sums32[s]);
+                        sum[i] = _mm512_fnmadd_ps(min, bsum, sum[i]);
+                    }
+                }
+            }
+            for i in 0..R {
+                acc[i] = _mm512_fmadd_ps(sum[i], _mm512_set1_ps(acts[i][b].d), acc[i]);
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            _mm512_storeu_ps(dst.at((r0 + i) * n + group * TILE_ROWS), *a);
+        }
+    }
+
+    /// Output columns `cols` of a single activation row times a Q6_K weight.
+    ///
+    /// # Safety
+    /// AVX-512 F/BW/VNNI must be present; `dst` must hold `w.n` values.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) unsafe fn q6k_rows(
+        w: &Q6KRows,
+        act: &[Q8Block],
+        cols: Range<usize>,
+        dst: SharedMut,
+    ) {
+        let per_row = w.k / QK;
+        let low4 = _mm512_set1_epi8(0x0F);
+        let high2 = _mm512_set1_epi8(0x30);
+        // Per 16-bit lane shifts that bring the 2 high bits of a value to bits 4-5: the first
+        // 32 bytes of a half take qh bits 0-1 (low nibbles) / 4-5 (high nibbles), the next 32
+        // bits 2-3 / 6-7.
+        let shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+        let shift_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+        // Lane i of a dot product covers values 4i..4i+3 of its 64: sub-block i/4.
+        let sub_of = |base: i32| {
+            _mm512_setr_epi32(
+                base,
+                base,
+                base,
+                base,
+                base + 1,
+                base + 1,
+                base + 1,
+                base + 1,
+                base + 2,
+                base + 2,
+                base + 2,
+                base + 2,
+                base + 3,
+                base + 3,
+                base + 3,
+                base + 3,
+            )
+        };
+        let subs = [sub_of(0), sub_of(4), sub_of(8), sub_of(12)];
+        for c in cols {
+            let row = &w.data[c * per_row * Q6K_BLOCK..(c + 1) * per_row * Q6K_BLOCK];
+            let mut acc = _mm512_setzero_ps();
+            for (b, a) in act.iter().enumerate() {
+                let blk = row.as_ptr().add(b * Q6K_BLOCK);
+                for j in 0..4 {
+                    _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(Q6K_AHEAD + 64 * j).cast());
+                }
+                let (ql, qh, sc) = (blk, blk.add(128), blk.add(192));
+                let d = f16_to_f32(u16::from_le_bytes([*blk.add(208), *blk.add(209)]));
+                let scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast()));
+                let mut dot = _mm512_setzero_si512();
+                for half in 0..2 {
+                    let l = _mm512_loadu_si512(ql.add(64 * half).cast());
+                    let h = _mm512_broadcast_i64x4(_mm256_loadu_si256(qh.add(32 * half).cast()));
+                    let lo = _mm512_or_si512(
+                        _mm512_and_si512(l, low4),
+                        _mm512_and_si512(_mm512_sllv_epi16(h, shift_lo), high2),
+                    );
+                    let hi = _mm512_or_si512(
+                        _mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                        _mm512_and_si512(_mm512_srlv_epi16(h, shift_hi), high2),
+                    );
+                    let q = a.qs.as_ptr().add(128 * half);
+                    let p_lo = _mm512_dpbusd_epi32(
+                        _mm512_setzero_si512(),
+                        lo,
+                        _mm512_loadu_si512(q.cast()),
+                    );
+                    let p_hi = _mm512_dpbusd_epi32(
+                        _mm512_setzero_si512(),
+                        hi,
+                        _mm512_loadu_si512(q.add(64).cast()),
+                    );
+                    let s_lo = _mm512_permutexvar_epi32(subs[2 * half], scales);
+                    let s_hi = _mm512_permutexvar_epi32(subs[2 * half + 1], scales);
+                    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_lo, s_lo));
+                    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_hi, s_hi));
+                }
+                // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
+                let offset = _mm256_madd_epi16(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast())),
+                    _mm256_loadu_si256(a.sums16.as_ptr().cast()),
+                );
+                let offset = _mm512_slli_epi32(_mm512_zextsi256_si512(offset), 5);
+                dot = _mm512_sub_epi32(dot, offset);
+                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d * a.d), acc);
+            }
+            *dst.at(c) = _mm512_reduce_add_ps(acc);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod x86 {
+    use super::*;
+
+    pub(super) unsafe fn q4k_unit(
+        _: &Q4KTiles,
+        _: &Q8Rows,
+        _: Range<usize>,
+        _: usize,
+        _: SharedMut,
+        _: usize,
+    ) {
+        unreachable!("available() is false off x86-64")
+    }
+
+    pub(super) unsafe fn q6k_rows(_: &Q6KRows, _: &[Q8Block], _: Range<usize>, _: SharedMut) {
+        unreachable!("available() is false off x86-64")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::linear::{project, Weight};
+    use candle_core::{Device, Tensor};
+    use rand::{Rng, SeedableRng};
+
+    fn random(rows: usize, cols: usize, seed: u64) -> Tensor {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
+        Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap()
+    }
+
+    /// `x × wᵀ` in f64 from the dequantized weight: what the kernels approximate, up to the
+    /// 8-bit quantization of `x`.
+    fn reference(w: &QTensor, x: &Tensor) -> Vec<Vec<f64>> {
+        let w = w
+            .dequantize(&Device::Cpu)
+            .unwrap()
+            .to_vec2::<f32>()
+            .unwrap();
+        let x = x.to_vec2::<f32>().unwrap();
+        x.iter()
+            .map(|xr| {
+                w.iter()
+                    .map(|wr| wr.iter().zip(xr).map(|(a, b)| *a as f64 * *b as f64).sum())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn assert_close(got: &Tensor, want: &[Vec<f64>]) {
+        let got = got.to_vec2::<f32>().unwrap();
+        let scale = want.iter().flatten().fold(0f64, |m, v| m.max(v.abs()));
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.len(), w.len());
+            for (a, b) in g.iter().zip(w) {
+                // 8-bit activations: ~0.4% of a typical output; 2% of the largest is far
+                // below any layout or scale mistake, which is O(100%).
+                assert!(
+                    (*a as f64 - b).abs() <= 0.02 * scale,
+                    "{a} vs {b} (scale {scale})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn q4k_tiles_match_the_dequantized_product() {
+        let (n, k) = (48, 768);
+        let quantize = || QTensor::quantize(&random(n, k, 1), GgmlDType::Q4K).unwrap();
+        let wt = quantize();
+        let w = Weight::from_qtensor(quantize()).unwrap();
+        assert_eq!(matches!(w, Weight::Q4K(_)), available());
+        // 1 row is decode; 7 rows cover a full and a partial register block.
+        for rows in [1, 2, 7] {
+            let x = random(rows, k, 10 + rows as u64);
+            assert_close(&w.forward(&x).unwrap(), &reference(&wt, &x));
+        }
+    }
+
+    #[test]
+    fn q6k_rows_match_the_dequantized_product() {
+        // 40 rows: five 8-row units, the last of them partial in a fused call below.
+        let (n, k) = (40, 512);
+        let wt = QTensor::quantize(&random(n, k, 2), GgmlDType::Q6K).unwrap();
+        let x = random(1, k, 3);
+        let want = reference(&wt, &x);
+        let w = Weight::from_qtensor(wt).unwrap();
+        assert!(matches!(w, Weight::Candle(_)));
+        assert_close(&w.forward(&x).unwrap(), &want);
+        // Several rows take candle's path; the result is the same product.
+        let x3 = random(3, k, 4);
+        let want3 = {
+            let Weight::Candle(candle_core::quantized::QMatMul::QTensor(t)) = &w else {
+                unreachable!()
+            };
+            reference(t, &x3)
+        };
+        assert_close(&w.forward(&x3).unwrap(), &want3);
+    }
+
+    #[test]
+    fn mixed_weights_share_one_pass() {
+        let k = 512;
+        let a = QTensor::quantize(&random(32, k, 5), GgmlDType::Q4K).unwrap();
+        let b = QTensor::quantize(&random(13, k, 6), GgmlDType::Q6K).unwrap();
+        // 24 rows don't tile by 16: candle keeps it.
+        let c = QTensor::quantize(&random(24, k, 7), GgmlDType::Q4K).unwrap();
+        let x = random(1, k, 8);
+        let want = [reference(&a, &x), reference(&b, &x), reference(&c, &x)];
+        let ws: Vec<Weight> = [a, b, c]
+            .into_iter()
+            .map(|t| Weight::from_qtensor(t).unwrap())
+            .collect();
+        assert!(matches!(ws[2], Weight::Candle(_)));
+        let ys = project(&ws.iter().collect::<Vec<_>>(), &x).unwrap();
+        for (y, w) in ys.iter().zip(&want) {
+            assert_close(y, w);
+        }
+    }
+
+    #[test]
+    fn activation_blocks_round_trip() {
+        let x: Vec<f32> = (0..512)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let q = Q8Rows::quantize(&x, 2, 256);
+        for (b, block) in q.blocks.iter().enumerate() {
+            let src = &x[b * 256..(b + 1) * 256];
+            for (v, q8) in src.iter().zip(block.qs) {
+                assert!((v - block.d * q8 as f32).abs() <= block.d * 0.5 + 1e-6);
+            }
+            let total: i32 = block.qs.iter().map(|&q| q as i32).sum();
+            assert_eq!(block.sums16.iter().map(|&s| s as i32).sum::<i32>(), total);
+            assert_eq!(block.sums32.iter().sum::<f32>() as i32, total);
+        }
+        let zeros = Q8Rows::quantize(&[0.0; 256], 1, 256);
+        assert_eq!(zeros.blocks[0].d, 0.0);
+        assert!(zeros.blocks[0].qs.iter().all(|&q| q == 0));
+    }
+
+    #[test]
+    fn half_floats_convert() {
+        for (bits, want) in [
+            (0x3C00u16, 1.0f32),
+            (0xC000, -2.0),
+            (0x0001, 5.960_464_5e-8),
+            (0x7BFF, 65504.0),
+            (0x3555, 0.333_251_95),
+        ] {
+            assert_eq!(f16_to_f32(bits), want, "{bits:#x}");
+        }
+    }
+}
