@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use repohop::embed::{self, EmbedError, Embedder, LocalEmbedder, ModelDir, TextKind};
 
+mod test_device;
+use test_device::test_device;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embed")
 }
@@ -46,7 +49,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 fn tiny(name: &str) -> LocalEmbedder {
     let dir = fixtures().join(name);
-    embed::load(dir.to_str().unwrap(), &candle_core::Device::Cpu).unwrap()
+    embed::load(dir.to_str().unwrap(), &test_device()).unwrap()
 }
 
 /// The default model, from the models directory (`REPOHOP_MODELS`; fetched by the test script).
@@ -60,13 +63,20 @@ fn assert_matches(e: &dyn Embedder, texts: &[String], want: &[Vec<f32>], kind: T
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let got = e.embed(&refs, kind).unwrap();
     assert_eq!(got.len(), want.len());
+    let mut worst = 1f32;
     for (i, w) in want.iter().enumerate() {
         let c = cosine(got.row(i), w);
+        worst = worst.min(c);
         assert!(c >= 0.9999, "text #{i}: cosine {c} to the reference");
         // Normalised as the reference (its modules.json has a Normalize step).
         let norm: f32 = got.row(i).iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-4, "text #{i}: norm {norm}");
     }
+    eprintln!(
+        "{} ({kind:?}) on {:?}: lowest cosine to the reference {worst}",
+        e.info().name,
+        test_device().location()
+    );
     got.stats.truncated
 }
 
@@ -346,5 +356,11 @@ fn devices_parse_and_cuda_needs_the_feature() {
     if !cfg!(feature = "cuda") {
         let err = embed::parse_device("cuda:0").err().unwrap();
         assert!(err.to_string().contains("--features cuda"), "{err}");
+    } else if test_device().is_cuda() {
+        assert!(embed::parse_device("cuda").unwrap().is_cuda());
+        assert!(embed::parse_device("cuda:0").unwrap().is_cuda());
+        assert!(embed::parse_device("cuda:99").is_err());
+    } else {
+        assert!(embed::parse_device("cuda:0").is_err(), "no GPU here");
     }
 }

@@ -5,6 +5,8 @@
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
+mod test_device;
+
 use proptest::prelude::*;
 use repohop::llm::{
     CandleLlm, Constraint, FinishReason, GenerateRequest, IdentPattern, Llm, LlmOptions, Prompt,
@@ -15,7 +17,9 @@ fn llm() -> &'static Mutex<CandleLlm> {
     static LLM: OnceLock<Mutex<CandleLlm>> = OnceLock::new();
     LLM.get_or_init(|| {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llm/qwen2");
-        Mutex::new(CandleLlm::load(dir.to_str().unwrap(), &LlmOptions::default()).unwrap())
+        let llm = CandleLlm::load(dir.to_str().unwrap(), &LlmOptions::default()).unwrap();
+        test_device::assert_on_test_device(llm.device(), "the engine");
+        Mutex::new(llm)
     })
 }
 

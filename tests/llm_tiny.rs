@@ -3,12 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::Device;
+mod test_device;
+
 use repohop::llm::qwen::QwenModel;
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, Llm, LlmError, LlmOptions, Message, ModelFiles,
     Prompt,
 };
+use test_device::{assert_on_test_device, test_device};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -56,13 +58,16 @@ fn safetensors_model(arch: &str) -> QwenModel {
     QwenModel::from_safetensors(
         &dir.join("config.json"),
         &[dir.join("model.safetensors")],
-        &Device::Cpu,
+        &test_device(),
     )
     .unwrap()
 }
 
+/// The engine picks its own device: check it is the one the tests run on.
 fn engine(dir: &str) -> CandleLlm {
-    CandleLlm::load(fixture(dir).to_str().unwrap(), &LlmOptions::default()).unwrap()
+    let llm = CandleLlm::load(fixture(dir).to_str().unwrap(), &LlmOptions::default()).unwrap();
+    assert_on_test_device(llm.device(), "the engine");
+    llm
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -81,10 +86,16 @@ fn check_golden_logits(model: &mut QwenModel, arch: &str) {
     let g = golden(arch);
     let got = rows(model.forward(&g.tokens, true).unwrap());
     assert_eq!(got.len(), g.logits.len());
+    let mut worst = 0f32;
     for (pos, (a, b)) in got.iter().zip(&g.logits).enumerate() {
         let d = max_abs_diff(a, b);
         assert!(d < 1e-4, "{arch} position {pos}: max abs diff {d}");
+        worst = worst.max(d);
     }
+    eprintln!(
+        "{arch} on {:?}: max abs diff to the reference logits {worst:e}",
+        model.device()
+    );
 }
 
 #[test]
@@ -103,17 +114,20 @@ fn gguf_loads_the_same_weights() {
         let path = fixture(&format!("{arch}-gguf")).join("model.gguf");
         let mut file = std::fs::File::open(&path).unwrap();
         let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
-        let mut model = QwenModel::from_gguf(&path, &content, &mut file, &Device::Cpu).unwrap();
+        let mut model = QwenModel::from_gguf(&path, &content, &mut file, &test_device()).unwrap();
         // GGUF embeddings are held in f16, so allow for its rounding.
         let g = golden(arch);
         let got = rows(model.forward(&g.tokens, true).unwrap());
+        let mut worst = 0f32;
         for (a, b) in got.iter().zip(&g.logits) {
-            assert!(
-                max_abs_diff(a, b) < 2e-2,
-                "{arch} gguf diff {}",
-                max_abs_diff(a, b)
-            );
+            let d = max_abs_diff(a, b);
+            assert!(d < 2e-2, "{arch} gguf diff {d}");
+            worst = worst.max(d);
         }
+        eprintln!(
+            "{arch} gguf on {:?}: max abs diff {worst:e}",
+            model.device()
+        );
     }
 }
 
@@ -125,11 +139,17 @@ fn incremental_decoding_equals_full_forward() {
         let want = rows(full.forward(&g.tokens, true).unwrap());
         // One token at a time.
         let mut inc = safetensors_model(arch);
+        let mut worst = 0f32;
         for (i, &t) in g.tokens.iter().enumerate() {
             let got = rows(inc.forward(&[t], false).unwrap());
             let d = max_abs_diff(&got[0], &want[i]);
             assert!(d < 1e-4, "{arch} step {i}: {d}");
+            worst = worst.max(d);
         }
+        eprintln!(
+            "{arch} on {:?}: incremental vs full max abs diff {worst:e}",
+            inc.device()
+        );
         // A chunk, then the rest after truncating the cache back (prefix reuse).
         let mut chunked = safetensors_model(arch);
         chunked.forward(&g.tokens, false).unwrap();
@@ -367,4 +387,268 @@ fn fim_prompt_uses_the_special_tokens() {
     assert_eq!(ids[0], id("<|fim_prefix|>"));
     assert_eq!(ids[ids.len() - 1], id("<|fim_middle|>"));
     assert_eq!(ids[ids.len() - 3], id("<|fim_suffix|>"));
+}
+
+// ---- decode speed at the real model's size (not a correctness check) -------------------
+
+/// Qwen2.5-1.5B's shape (hidden 1536, 28 layers, 12 query and 2 KV heads, FFN 8960, a tied
+/// vocabulary of 151,936).
+const BIG: [(&str, usize); 6] = [
+    ("hidden", 1536),
+    ("ffn", 8960),
+    ("layers", 28),
+    ("heads", 12),
+    ("kv_heads", 2),
+    ("vocab", 151_936),
+];
+
+fn big(key: &str) -> usize {
+    BIG.iter().find(|(k, _)| *k == key).unwrap().1
+}
+
+/// Deterministic pseudo-random bytes (xorshift64*).
+fn random_bytes(len: usize, mut seed: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        seed ^= seed >> 12;
+        seed ^= seed << 25;
+        seed ^= seed >> 27;
+        out.extend_from_slice(&seed.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A Q4_K tensor of random 4-bit values and 6-bit scales with small block scales (weights of
+/// magnitude ≲ 0.1), built directly: quantizing 1.5 B floats would take longer than the test.
+fn random_q4k(rows: usize, cols: usize, seed: u64) -> candle_core::quantized::QTensor {
+    use candle_core::quantized::GgmlDType;
+    let blocks = rows * cols / 256;
+    let mut raw = random_bytes(blocks * 144, seed);
+    let d = 0x068e_u16.to_le_bytes(); // 1e-4 as an IEEE half
+    for b in raw.chunks_exact_mut(144) {
+        b[0..2].copy_from_slice(&d); // d
+        b[2..4].copy_from_slice(&d); // dmin
+    }
+    candle_core::quantized::ggml_file::qtensor_from_ggml(
+        GgmlDType::Q4K,
+        &raw,
+        vec![rows, cols],
+        &candle_core::Device::Cpu,
+    )
+    .unwrap()
+}
+
+/// Writes a random Q4_K GGUF of Qwen2.5-1.5B's shape (the format of the default generator,
+/// Q4_K_M; ~0.9 GB) into `dir`.
+fn write_big_gguf(dir: &Path) -> PathBuf {
+    use candle_core::quantized::{gguf_file, QTensor};
+    let (hidden, ffn, kvh) = (big("hidden"), big("ffn"), big("kv_heads"));
+    let kv = kvh * hidden / big("heads");
+    let f32_tensor = |v: f32, n: usize| {
+        QTensor::quantize(
+            &candle_core::Tensor::full(v, n, &candle_core::Device::Cpu).unwrap(),
+            candle_core::quantized::GgmlDType::F32,
+        )
+        .unwrap()
+    };
+    let mut tensors: Vec<(String, QTensor)> = vec![
+        (
+            "token_embd.weight".into(),
+            random_q4k(big("vocab"), hidden, 1),
+        ),
+        ("output_norm.weight".into(), f32_tensor(1.0, hidden)),
+    ];
+    for i in 0..big("layers") {
+        let s = 100 + 10 * i as u64;
+        let p = format!("blk.{i}");
+        tensors.extend([
+            (format!("{p}.attn_norm.weight"), f32_tensor(1.0, hidden)),
+            (format!("{p}.ffn_norm.weight"), f32_tensor(1.0, hidden)),
+            (format!("{p}.attn_q.bias"), f32_tensor(0.01, hidden)),
+            (format!("{p}.attn_k.bias"), f32_tensor(0.01, kv)),
+            (format!("{p}.attn_v.bias"), f32_tensor(0.01, kv)),
+            (format!("{p}.attn_q.weight"), random_q4k(hidden, hidden, s)),
+            (format!("{p}.attn_k.weight"), random_q4k(kv, hidden, s + 1)),
+            (format!("{p}.attn_v.weight"), random_q4k(kv, hidden, s + 2)),
+            (
+                format!("{p}.attn_output.weight"),
+                random_q4k(hidden, hidden, s + 3),
+            ),
+            (
+                format!("{p}.ffn_gate.weight"),
+                random_q4k(ffn, hidden, s + 4),
+            ),
+            (format!("{p}.ffn_up.weight"), random_q4k(ffn, hidden, s + 5)),
+            (
+                format!("{p}.ffn_down.weight"),
+                random_q4k(hidden, ffn, s + 6),
+            ),
+        ]);
+    }
+    use gguf_file::Value;
+    let u = |v: usize| Value::U32(v as u32);
+    let metadata: Vec<(&str, Value)> = vec![
+        ("general.architecture", Value::String("qwen2".into())),
+        ("qwen2.embedding_length", u(hidden)),
+        ("qwen2.block_count", u(big("layers"))),
+        ("qwen2.attention.head_count", u(big("heads"))),
+        ("qwen2.attention.head_count_kv", u(kvh)),
+        ("qwen2.context_length", u(32_768)),
+        ("qwen2.rope.freq_base", Value::F32(1e6)),
+        ("qwen2.attention.layer_norm_rms_epsilon", Value::F32(1e-6)),
+    ];
+    let path = dir.join("model.gguf");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
+    let ts: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    gguf_file::write(&mut file, &md, &ts).unwrap();
+    path
+}
+
+/// Prefills `prompt` tokens, then decodes `steps` tokens greedily (logits to the host each
+/// step, as the engine does); prints the rates.
+fn time_decode(model: &mut QwenModel, label: &str, prompt: usize, steps: usize) {
+    use std::time::Instant;
+    let vocab = model.config.vocab_size as u32;
+    let ids: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % vocab).collect();
+    // Warm-up (kernel loading, cuBLAS handles), then reset the cache.
+    model.forward(&ids[..8], false).unwrap();
+    model.truncate_kv(0);
+    let t0 = Instant::now();
+    let logits: Vec<f32> = model
+        .forward(&ids, false)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let prefill = t0.elapsed().as_secs_f64();
+    assert!(
+        logits.iter().all(|x| x.is_finite()),
+        "{label}: non-finite logits"
+    );
+    let mut next = repohop::llm::qwen::argmax(&logits);
+    let t1 = Instant::now();
+    for _ in 0..steps {
+        let logits: Vec<f32> = model
+            .forward(&[next], false)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        next = repohop::llm::qwen::argmax(&logits);
+    }
+    let decode = t1.elapsed().as_secs_f64();
+    eprintln!(
+        "[speed] {label} on {:?}: prefill {prompt} tokens in {:.1} ms ({:.0} tokens/s); \
+         decode {steps} tokens in {:.1} ms ({:.2} ms/token, {:.1} tokens/s)",
+        model.device().location(),
+        prefill * 1e3,
+        prompt as f64 / prefill,
+        decode * 1e3,
+        decode * 1e3 / steps as f64,
+        steps as f64 / decode
+    );
+}
+
+/// Decode speed on random weights of Qwen2.5-1.5B's shape: Q4_K GGUF (the default
+/// generator's format) and f32 from safetensors. Writes ~0.9 GB and ~3 GB of temporary files
+/// (under /dev/shm where it exists). Run with `--ignored` on the GPU machine.
+#[test]
+#[ignore]
+fn decode_speed_at_qwen25_1_5b_shape() {
+    let dev = test_device();
+    let shm = Path::new("/dev/shm");
+    let tmp = if shm.is_dir() {
+        tempfile::tempdir_in(shm).unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+
+    let t = std::time::Instant::now();
+    let path = write_big_gguf(tmp.path());
+    let mut file = std::fs::File::open(&path).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut file).unwrap();
+    let mut model = QwenModel::from_gguf(&path, &content, &mut file, &dev).unwrap();
+    eprintln!(
+        "[speed] Q4_K GGUF written and loaded in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    time_decode(&mut model, "Q4_K GGUF 1.5B-shape", 256, 128);
+    drop(model);
+    std::fs::remove_file(&path).unwrap();
+
+    // The same shape in bf16 safetensors, computed in f32 (as the engine loads safetensors).
+    let t = std::time::Instant::now();
+    let (hidden, ffn, kvh) = (big("hidden"), big("ffn"), big("kv_heads"));
+    let kv = kvh * hidden / big("heads");
+    let randn = |shape: (usize, usize)| {
+        candle_core::Tensor::randn(0f32, 0.02, shape, &dev)
+            .and_then(|t| t.to_dtype(candle_core::DType::BF16))
+            .unwrap()
+    };
+    let vec1 = |v: f32, n: usize| {
+        candle_core::Tensor::full(v, n, &dev)
+            .and_then(|t| t.to_dtype(candle_core::DType::BF16))
+            .unwrap()
+    };
+    let mut ts = std::collections::HashMap::new();
+    ts.insert(
+        "model.embed_tokens.weight".to_string(),
+        randn((big("vocab"), hidden)),
+    );
+    ts.insert("model.norm.weight".to_string(), vec1(1.0, hidden));
+    for i in 0..big("layers") {
+        let p = format!("model.layers.{i}");
+        for (n, shape) in [
+            ("self_attn.q_proj", (hidden, hidden)),
+            ("self_attn.k_proj", (kv, hidden)),
+            ("self_attn.v_proj", (kv, hidden)),
+            ("self_attn.o_proj", (hidden, hidden)),
+            ("mlp.gate_proj", (ffn, hidden)),
+            ("mlp.up_proj", (ffn, hidden)),
+            ("mlp.down_proj", (hidden, ffn)),
+        ] {
+            ts.insert(format!("{p}.{n}.weight"), randn(shape));
+        }
+        for (n, len) in [("q_proj", hidden), ("k_proj", kv), ("v_proj", kv)] {
+            ts.insert(format!("{p}.self_attn.{n}.bias"), vec1(0.01, len));
+        }
+        ts.insert(format!("{p}.input_layernorm.weight"), vec1(1.0, hidden));
+        ts.insert(
+            format!("{p}.post_attention_layernorm.weight"),
+            vec1(1.0, hidden),
+        );
+    }
+    let weights = tmp.path().join("model.safetensors");
+    candle_core::safetensors::save(&ts, &weights).unwrap();
+    drop(ts);
+    let config = serde_json::json!({
+        "model_type": "qwen2",
+        "hidden_size": hidden,
+        "intermediate_size": ffn,
+        "num_hidden_layers": big("layers"),
+        "num_attention_heads": big("heads"),
+        "num_key_value_heads": kvh,
+        "vocab_size": big("vocab"),
+        "max_position_embeddings": 32_768,
+        "rope_theta": 1e6,
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": true,
+    });
+    let config_path = tmp.path().join("config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let mut model = QwenModel::from_safetensors(&config_path, &[weights], &dev).unwrap();
+    eprintln!(
+        "[speed] bf16 safetensors written and loaded in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    time_decode(
+        &mut model,
+        "f32 (from bf16 safetensors) 1.5B-shape",
+        256,
+        128,
+    );
 }

@@ -112,6 +112,11 @@ impl CandleLlm {
         })
     }
 
+    /// The device the model runs on (CUDA GPU 0 in a `cuda` build).
+    pub fn device(&self) -> &Device {
+        self.model.device()
+    }
+
     pub fn config(&self) -> &QwenConfig {
         &self.model.config
     }

@@ -7,7 +7,7 @@
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, QMatMul};
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
@@ -175,10 +175,16 @@ impl QwenModel {
         let deq = |t: candle_core::quantized::QTensor| t.dequantize(device);
         let qmm = Weight::from_qtensor;
 
-        let embed = get("token_embd.weight")
-            .map_err(e)?
-            .dequantize_f16(device)
-            .map_err(e)?;
+        // candle's CUDA `dequantize_f16` has kernels for the block-quantized types only: a
+        // float table (an F32/F16/BF16 GGUF) is read through `dequantize` (the same on the CPU).
+        let embed = get("token_embd.weight").map_err(e)?;
+        let embed = match embed.dtype() {
+            GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => embed
+                .dequantize(device)
+                .and_then(|t| t.to_dtype(DType::F16)),
+            _ => embed.dequantize_f16(device),
+        }
+        .map_err(e)?;
         let lm_head = if has("output.weight") {
             qmm(get("output.weight").map_err(e)?).map_err(e)?
         } else {
@@ -347,6 +353,11 @@ impl QwenModel {
             kv_len: 0,
             device: device.clone(),
         })
+    }
+
+    /// The device the weights and the KV cache live on.
+    pub fn device(&self) -> &Device {
+        &self.device
     }
 
     /// Positions currently held in the KV cache.
