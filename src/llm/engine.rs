@@ -49,15 +49,19 @@ pub struct CandleLlm {
     cache_limit_tokens: usize,
 }
 
-fn device() -> Result<Device, LlmError> {
+/// CUDA GPU 0 in a `cuda` build, else the CPU. A `cuda` build on a machine whose GPU can't
+/// be opened says why and runs on the CPU rather than failing.
+fn device() -> Device {
     #[cfg(feature = "cuda")]
     {
-        Ok(Device::cuda_if_available(0)?)
+        match Device::new_cuda(0) {
+            Ok(d) => return d,
+            Err(e) => {
+                eprintln!("warning: CUDA GPU 0 cannot be opened ({e}); the LLM runs on the CPU")
+            }
+        }
     }
-    #[cfg(not(feature = "cuda"))]
-    {
-        Ok(Device::Cpu)
-    }
+    Device::Cpu
 }
 
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
@@ -85,7 +89,7 @@ impl CandleLlm {
         files: &ModelFiles,
         options: &LlmOptions,
     ) -> Result<Self, LlmError> {
-        let device = device()?;
+        let device = device();
         let model = match files {
             ModelFiles::Gguf { model, .. } => {
                 let mut file = std::fs::File::open(model).map_err(|e| LlmError::Load {
