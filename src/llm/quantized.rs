@@ -27,7 +27,7 @@ const MAX_ROWS: usize = 4;
 const Q4K_BLOCK: usize = 144;
 const Q6K_BLOCK: usize = 210;
 /// How far ahead of the weights being multiplied the kernels prefetch, in bytes.
-const Q4K_AHEAD: usize = 4 * 2368;
+const Q4K_AHEAD: usize = 4 * std::mem::size_of::<Q4KTile>();
 const Q6K_AHEAD: usize = 4096;
 
 /// Whether this CPU runs these kernels.
@@ -56,6 +56,15 @@ pub(crate) struct Q8Block {
     d: f32,
 }
 
+impl Q8Block {
+    const ZERO: Q8Block = Q8Block {
+        qs: [0; QK],
+        sums16: [0; QK / 16],
+        sums32: [0.0; QK / 32],
+        d: 0.0,
+    };
+}
+
 /// Activation rows quantized block by block.
 pub(crate) struct Q8Rows {
     blocks: Vec<Q8Block>,
@@ -73,13 +82,7 @@ impl Q8Rows {
             "activations must be rows × 256·j"
         );
         let per_row = k / QK;
-        let zero = Q8Block {
-            qs: [0; QK],
-            sums16: [0; QK / 16],
-            sums32: [0.0; QK / 32],
-            d: 0.0,
-        };
-        let mut blocks = vec![zero; rows * per_row];
+        let mut blocks = vec![Q8Block::ZERO; rows * per_row];
         let ptr = SharedBlocks(blocks.as_mut_ptr());
         let body = |range: Range<usize>| {
             for b in range {
@@ -121,12 +124,7 @@ impl SharedBlocks {
 fn quantize_block(x: &[f32], out: &mut Q8Block) {
     let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
     if amax == 0.0 {
-        *out = Q8Block {
-            qs: [0; QK],
-            sums16: [0; QK / 16],
-            sums32: [0.0; QK / 32],
-            d: 0.0,
-        };
+        *out = Q8Block::ZERO;
         return;
     }
     let inv = 127.0 / amax;
