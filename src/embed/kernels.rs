@@ -99,6 +99,57 @@ multiversion!(pub(crate) softmax_row, (row: &mut [f32]), {
     }
 });
 
+/// A strided f32 matrix: element (i, j) at `ptr + i·row + j·col`.
+#[derive(Clone, Copy)]
+pub(crate) struct MatRef {
+    ptr: *const f32,
+    row: isize,
+    col: isize,
+}
+
+impl MatRef {
+    pub(crate) fn new(ptr: *const f32, row: isize, col: isize) -> Self {
+        Self { ptr, row, col }
+    }
+}
+
+/// `dst = scale · a · b` for an `m×k` `a` and a `k×n` `b`, on the calling thread, overwriting
+/// `dst` (rows `dst_row` apart, columns contiguous).
+///
+/// # Safety
+/// Every element the shapes and strides address must lie inside its buffer, and `dst` must not
+/// overlap `a` or `b`.
+pub(crate) unsafe fn matmul_into(
+    dst: *mut f32,
+    dst_row: isize,
+    a: MatRef,
+    b: MatRef,
+    (m, n, k): (usize, usize, usize),
+    scale: f32,
+) {
+    gemm::gemm(
+        m,
+        n,
+        k,
+        dst,
+        1,
+        dst_row,
+        false,
+        a.ptr,
+        a.col,
+        a.row,
+        b.ptr,
+        b.col,
+        b.row,
+        0.0,
+        scale,
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    );
+}
+
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         bail!("{what}: expected f32")
@@ -214,27 +265,9 @@ impl CustomOp2 for EncoderAttention {
                 // first real row, dh columns), `scores` (n×n) and this task's block of `out`.
                 unsafe {
                     // scores = scale · Q Kᵀ
-                    gemm::gemm(
-                        n,
-                        n,
-                        dh,
-                        scores.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        q,
-                        1,
-                        rs,
-                        k,
-                        rs,
-                        1,
-                        0.0,
-                        scale,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    );
+                    let q = MatRef::new(q, rs, 1);
+                    let kt = MatRef::new(k, 1, rs);
+                    matmul_into(scores.as_mut_ptr(), n as isize, q, kt, (n, n, dh), scale);
                 }
                 for row in scores.chunks_mut(n) {
                     softmax_row(row);
@@ -242,27 +275,9 @@ impl CustomOp2 for EncoderAttention {
                 let dst = unsafe { out_ptr.at((r * l + start) * d + head * dh) };
                 // SAFETY: as above; rows start..end, columns head·dh.. of `out`.
                 unsafe {
-                    gemm::gemm(
-                        n,
-                        dh,
-                        n,
-                        dst,
-                        1,
-                        d as isize,
-                        false,
-                        scores.as_ptr(),
-                        1,
-                        n as isize,
-                        v,
-                        1,
-                        rs,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
-                    );
+                    let p = MatRef::new(scores.as_ptr(), n as isize, 1);
+                    let v = MatRef::new(v, rs, 1);
+                    matmul_into(dst, d as isize, p, v, (n, dh, n), 1.0);
                 }
             });
         Ok((CpuStorage::F32(out), Shape::from((b * l, d))))

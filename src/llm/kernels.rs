@@ -11,7 +11,7 @@ use std::ops::Range;
 
 use candle_core::{bail, Layout, Result, StorageRef, Tensor};
 
-use crate::embed::kernels::{exp_neg, multiversion, softmax_row};
+use crate::embed::kernels::{exp_neg, matmul_into, multiversion, softmax_row, MatRef};
 
 /// Below this many elements of work a kernel runs on the calling thread.
 const PAR_MIN_ELEMS: usize = 32 * 1024;
@@ -292,26 +292,15 @@ pub(crate) fn attention(
             // `qr`), `len` ≤ cap cache rows of head g, `scores` (rows × len), and this unit's
             // rows i0.. of head `head` in `out`, which no other unit writes.
             unsafe {
-                gemm::gemm(
-                    rows,
-                    len,
-                    hd,
+                let q = MatRef::new(qr.as_ptr().add((i0 * h + head) * hd), (h * hd) as isize, 1);
+                let kt = MatRef::new(kbase.as_ptr(), 1, hd as isize);
+                matmul_into(
                     scores.as_mut_ptr(),
-                    1,
                     len as isize,
-                    false,
-                    qr.as_ptr().add((i0 * h + head) * hd),
-                    1,
-                    (h * hd) as isize,
-                    kbase.as_ptr(),
-                    hd as isize,
-                    1,
-                    0.0,
+                    q,
+                    kt,
+                    (rows, len, hd),
                     scale,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
                 );
             }
             for (r, row) in scores.chunks_mut(len).enumerate() {
@@ -320,27 +309,10 @@ pub(crate) fn attention(
                 row[valid..].fill(0.0);
             }
             unsafe {
-                gemm::gemm(
-                    rows,
-                    hd,
-                    len,
-                    dst.at((i0 * h + head) * hd),
-                    1,
-                    (h * hd) as isize,
-                    false,
-                    scores.as_ptr(),
-                    1,
-                    len as isize,
-                    vbase.as_ptr(),
-                    1,
-                    hd as isize,
-                    0.0,
-                    1.0,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
+                let p = MatRef::new(scores.as_ptr(), len as isize, 1);
+                let v = MatRef::new(vbase.as_ptr(), hd as isize, 1);
+                let out = dst.at((i0 * h + head) * hd);
+                matmul_into(out, (h * hd) as isize, p, v, (rows, hd, len), 1.0);
             }
         }
     });
