@@ -28,6 +28,8 @@ enum Command {
     Bench(cli::bench::Cmd),
     /// Regenerate a repository function from its signature and docstring (target masked).
     Generate(cli::generate::GenerateArgs),
+    /// Check a function's names against its repository (what generation's repair round sees).
+    Check(cli::check::CheckArgs),
     /// Run the local LLM on one prompt (chat template, optional one-of constraint).
     Llm(cli::llm::LlmArgs),
     /// Score completions by running each task's tests (DevEval Pass@1), or generate and score.
@@ -49,6 +51,7 @@ fn main() {
         Command::Bench(cmd) => cli::bench::run(cmd),
         Command::Generate(args) => cli::generate::run(args),
         Command::Llm(args) => cli::llm::run(args),
+        Command::Check(args) => cli::check::run(args),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
         Command::Search(args) => cli::search::search(args),

@@ -108,10 +108,17 @@ fn expand_keeps_repository_callees_and_drops_stdlib_and_unknown_names_with_reaso
     };
     let opts = DyOptions {
         max_hop: 2,
-        ..DyOptions::default()
+        ..DyOptions::paper()
     };
-    let result =
-        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let result = dyretriever::retrieve(
+        &mut llm,
+        &view,
+        &target.prompt_text(),
+        &target.path,
+        &[],
+        &opts,
+    )
+    .unwrap();
     let t = &result.trace;
     assert_eq!(t.entry_files, vec!["fspath/path.py"]);
     assert_eq!(t.entry_functions, vec!["fspath/path.py::join"]);
@@ -143,6 +150,52 @@ fn expand_keeps_repository_callees_and_drops_stdlib_and_unknown_names_with_reaso
 }
 
 #[test]
+fn anchored_entry_points_and_static_expand_need_no_expand_call() {
+    let repo = fixture();
+    let (view, target) = masked_target(&repo);
+    // The model picks a distractor; the walk still starts next to the target.
+    let mut llm = Scripted {
+        subset_picks: vec!["fspath/text.py", "::iterate_words"],
+        callees: r#"["should_not_be_asked"]"#,
+    };
+    let seed = resolve_target(&repo, "fspath.url.path_components").unwrap();
+    let opts = DyOptions {
+        max_hop: 3,
+        neighbours: 3,
+        ..DyOptions::default()
+    };
+    let result = dyretriever::retrieve(
+        &mut llm,
+        &view,
+        &target.prompt_text(),
+        &target.path,
+        &[seed],
+        &opts,
+    )
+    .unwrap();
+    let t = &result.trace;
+    // The target's file neighbours (nearest first), the seed, then the model's pick.
+    assert_eq!(
+        t.entry_functions,
+        vec![
+            "fspath/path.py::parts",
+            "fspath/path.py::join",
+            HELPER,
+            "fspath/url.py::path_components",
+            "fspath/text.py::iterate_words"
+        ]
+    );
+    assert!(t.calls.iter().all(|c| c.step != "expand"), "{:?}", t.calls);
+    // Callees come from the parsed call sites: `parts` calls `normpath`, resolved in its file;
+    // `re.sub` in normpath is dropped as outside the repository.
+    let normpath_hop = t.hops.iter().find(|h| h.selected == HELPER).unwrap();
+    assert!(normpath_hop
+        .dropped
+        .iter()
+        .any(|d| d.name == "re.sub" && d.reason.contains("outside")));
+}
+
+#[test]
 fn without_multihop_the_entry_points_are_the_result() {
     let repo = fixture();
     let (view, target) = masked_target(&repo);
@@ -152,10 +205,17 @@ fn without_multihop_the_entry_points_are_the_result() {
     };
     let opts = DyOptions {
         multihop: false,
-        ..DyOptions::default()
+        ..DyOptions::paper()
     };
-    let result =
-        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let result = dyretriever::retrieve(
+        &mut llm,
+        &view,
+        &target.prompt_text(),
+        &target.path,
+        &[],
+        &opts,
+    )
+    .unwrap();
     let t = &result.trace;
     // The target's own file is added to the model's pick.
     assert_eq!(t.entry_files, vec!["fspath/text.py", "fspath/path.py"]);
@@ -181,6 +241,7 @@ fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
     };
     let mut opts = PipelineOptions::new(Method::Dycoder);
     opts.top_sim = 4;
+    opts.dy = DyOptions::paper();
     let run = pipeline::run(&mut llm, &view, &target, Some(&embeddings), &opts).unwrap();
     let sources: Vec<(&str, &str)> = run
         .context
@@ -239,10 +300,17 @@ fn dyretriever_finds_the_helper_that_dense_top_k_misses() {
         .expect("default generator (run `repohop models fetch`)");
     let opts = DyOptions {
         max_hop: 4,
-        ..DyOptions::default()
+        ..DyOptions::paper()
     };
-    let result =
-        dyretriever::retrieve(&mut llm, &view, &target.prompt_text(), &target.path, &opts).unwrap();
+    let result = dyretriever::retrieve(
+        &mut llm,
+        &view,
+        &target.prompt_text(),
+        &target.path,
+        &[],
+        &opts,
+    )
+    .unwrap();
     let t = &result.trace;
     assert!(
         t.extracted.iter().any(|n| n == HELPER),

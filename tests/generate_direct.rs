@@ -1,12 +1,13 @@
 //! The generation step: prompt budgeting with a scripted model, and the direct method end to
 //! end with the real default model on the fixture repository.
 
-use repohop::generate::{self, BodySource, ContextSnippet, GenerateOptions, Target};
+use repohop::generate::{self, BodySource, ContextSnippet, GenerateOptions, LocalView, Target};
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, LlmOptions, Prompt,
 };
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::lang;
+use repohop::repo::mask::MaskedView;
 use repohop::repo::{resolve_target, IndexOptions, Repository};
 use std::path::Path;
 
@@ -68,6 +69,7 @@ fn snippet(name: &str, lines: usize) -> ContextSnippet {
     ContextSnippet {
         qualname: format!("pkg.{name}"),
         path: "pkg.py".into(),
+        start_line: 1,
         code: format!("def {name}():\n{}", "    x = 1\n".repeat(lines)),
     }
 }
@@ -88,8 +90,9 @@ fn context_that_does_not_fit_is_dropped_from_the_end_and_reported() {
     let options = GenerateOptions {
         prompt_budget: 400,
         max_new_tokens: 64,
+        ..GenerateOptions::default()
     };
-    let out = generate::generate(&mut llm, &target, &context, &options).unwrap();
+    let out = generate::generate(&mut llm, &target, None, &context, &options).unwrap();
     assert_eq!(out.dropped, vec!["pkg.second", "pkg.third"]);
     let prompt = &llm.prompts[0];
     assert!(prompt.contains("def first()") && !prompt.contains("def second()"));
@@ -104,12 +107,63 @@ fn context_that_does_not_fit_is_dropped_from_the_end_and_reported() {
     let tight = GenerateOptions {
         prompt_budget: 20,
         max_new_tokens: 64,
+        ..GenerateOptions::default()
     };
-    let err = generate::generate(&mut llm, &target, &context, &tight).unwrap_err();
+    let err = generate::generate(&mut llm, &target, None, &context, &tight).unwrap_err();
     assert!(
         err.to_string().contains("exceeds the prompt budget"),
         "{err}"
     );
+}
+
+#[test]
+fn the_local_file_comes_last_before_the_target_and_shrinks_after_the_snippets_are_gone() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "walkway.pathops.iterate_path").unwrap();
+    let target = Target::of(&repo, id).unwrap();
+    let view = MaskedView::new(&repo, Some(id), false);
+    let local = LocalView::new(&view, &target).unwrap();
+    let mut llm = Scripted {
+        answer: "```python\ndef iterate_path(path):\n    return path.split('/')\n```".into(),
+        prompts: Vec::new(),
+    };
+    let context = [snippet("first", 5)];
+    // Room for everything: the file with its imports and the target's place marked, after the
+    // retrieved snippet and before the request.
+    let out = generate::generate(
+        &mut llm,
+        &target,
+        Some(&local),
+        &context,
+        &GenerateOptions::default(),
+    )
+    .unwrap();
+    let prompt = &llm.prompts[0];
+    let at = |s: &str| {
+        prompt
+            .find(s)
+            .unwrap_or_else(|| panic!("{s:?} not in {prompt}"))
+    };
+    assert!(at("def first()") < at("import re") && at("import re") < at("Implement the following"));
+    assert!(prompt.contains("# >>> `iterate_path` goes here (write it) <<<"));
+    let shown = out.local.as_ref().unwrap();
+    assert_eq!(shown.lines_shown, shown.lines_total);
+    assert!(out.dropped.is_empty());
+
+    // A budget that can't hold both: the snippet goes first, then the file view shrinks, the
+    // imports and the marker staying.
+    let whole = llm
+        .count_tokens(&repohop::llm::Prompt::Text(prompt.clone()))
+        .unwrap();
+    let options = GenerateOptions {
+        prompt_budget: whole - 60,
+        ..GenerateOptions::default()
+    };
+    let out = generate::generate(&mut llm, &target, Some(&local), &context, &options).unwrap();
+    assert_eq!(out.dropped, vec!["pkg.first"]);
+    let shown = out.local.as_ref().unwrap();
+    assert!(shown.lines_shown < shown.lines_total, "{}", shown.text);
+    assert!(shown.text.contains("import re") && shown.text.contains(">>> `iterate_path`"));
 }
 
 #[test]
@@ -120,7 +174,8 @@ fn an_answer_without_code_is_an_error_naming_the_answer() {
         answer: "   ".into(),
         prompts: Vec::new(),
     };
-    let err = generate::generate(&mut llm, &target, &[], &GenerateOptions::default()).unwrap_err();
+    let err =
+        generate::generate(&mut llm, &target, None, &[], &GenerateOptions::default()).unwrap_err();
     assert!(err.to_string().contains("no code"), "{err}");
 }
 
@@ -134,8 +189,9 @@ fn direct_generation_with_the_default_model_writes_a_valid_target() {
     let options = GenerateOptions {
         prompt_budget: 2048,
         max_new_tokens: 160,
+        ..GenerateOptions::default()
     };
-    let out = generate::generate(&mut llm, &target, &[], &options).unwrap();
+    let out = generate::generate(&mut llm, &target, None, &[], &options).unwrap();
     let c = &out.completion;
     assert_eq!(c.source, BodySource::Definition, "{}", out.raw_answer);
     assert!(

@@ -224,6 +224,48 @@ fn ambiguous_simple_names_are_reported_with_candidates() {
     assert_eq!(names, ["a.run", "b.run"]);
 }
 
+#[test]
+fn a_module_path_is_never_guessed_as_an_unrelated_method() {
+    let t = tempfile::tempdir().unwrap();
+    write(t.path(), "pkg/__init__.py", "");
+    write(
+        t.path(),
+        "pkg/strutils.py",
+        "def slugify(text):\n    return text\n",
+    );
+    write(
+        t.path(),
+        "pkg/other.py",
+        "class Cleaner:\n    def unescape(self, t):\n        return t\n\n    def sub(self, a):\n        return a\n",
+    );
+    write(
+        t.path(),
+        "pkg/use.py",
+        "def run(node, s):\n    node.sub(s)\n    re.sub(s)\n    strutils.unescape(s)\n    a.b.sub(s)\n",
+    );
+    let repo = open(t.path());
+    // A value of unknown type: the one class that has the method.
+    assert_eq!(
+        resolve(&repo, "pkg.use.run", "node.sub").unwrap(),
+        ["pkg.other.Cleaner.sub@pkg/other.py:5"]
+    );
+    // A standard module, a module of the repository and a dotted path that the file does not
+    // import are not receivers: no method of an unrelated class.
+    for name in ["re.sub", "strutils.unescape", "a.b.sub"] {
+        match resolve(&repo, "pkg.use.run", name) {
+            Err(Unresolved::NotFound { hint, .. }) => {
+                assert!(hint.contains("module path"), "{name}: {hint}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    // A module's own function still resolves by its dotted tail.
+    assert_eq!(
+        resolve(&repo, "pkg.use.run", "strutils.slugify").unwrap(),
+        ["pkg.strutils.slugify@pkg/strutils.py:1"]
+    );
+}
+
 const JAVA_UTIL: &str = "\
 package com.ex.util;
 

@@ -11,6 +11,7 @@ use repohop::eval::line_metrics::score_lines;
 use repohop::eval::report::{load_run, markdown, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{method, tasks};
+use repohop::retrieve::dyretriever::ExpandMode;
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -29,6 +30,20 @@ pub struct EvalArgs {
     /// Generator model for methods that generate: alias, local path or Hugging Face repo id.
     #[arg(long, default_value = repohop::models::DEFAULT_GENERATOR)]
     model: String,
+    /// Leave the target's own file out of generation prompts (the papers' layout); the run is
+    /// named `<method>-nolocal`.
+    #[arg(long)]
+    no_local: bool,
+    /// Don't check the answer's names against the repository (no repair round); the run is
+    /// named `<method>-nogrounding`.
+    #[arg(long)]
+    no_grounding: bool,
+    /// DyRetriever's expand step: the LLM, the parsed call sites, or both.
+    #[arg(long, value_enum, default_value = "static")]
+    expand: ExpandMode,
+    /// DyRetriever's entry points from the LLM alone, as in the paper.
+    #[arg(long)]
+    paper_walk: bool,
     /// Python with pytest and the projects' test dependencies.
     #[arg(long, default_value = "python3")]
     python: PathBuf,
@@ -120,7 +135,8 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
         (None, Some(m)) => Source::Method(
-            method::builtin(m, &args.model).map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
+            method::builtin(m, &settings(&args))
+                .map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
         ),
         _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
     };
@@ -131,7 +147,10 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         );
     }
     let out = args.out.clone().unwrap_or_else(|| {
-        let name = args.method.clone().unwrap_or_else(|| "completions".into());
+        let name = match &args.method {
+            Some(m) => settings(&args).variant_name(m),
+            None => "completions".into(),
+        };
         PathBuf::from("eval-runs").join(name)
     });
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
@@ -245,4 +264,14 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
         print!("{}", markdown(&runs));
     }
     Ok(())
+}
+
+fn settings(args: &EvalArgs) -> method::Settings {
+    method::Settings {
+        local: !args.no_local,
+        expand: args.expand,
+        paper_walk: args.paper_walk,
+        grounding: !args.no_grounding,
+        ..method::Settings::new(&args.model)
+    }
 }

@@ -10,7 +10,7 @@ use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::{resolve_target, FnId, Lang, Repository};
-use repohop::retrieve::dyretriever::DyOptions;
+use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -54,6 +54,13 @@ pub struct GenerateArgs {
     /// Similar functions (dense or BM25), or slices for `--method simplerag`.
     #[arg(long, default_value_t = 10)]
     pub top_sim: usize,
+    /// DyRetriever: where `expand` gets callees (the LLM, the parsed call sites, or both).
+    #[arg(long, value_enum, default_value = "static")]
+    pub expand: ExpandMode,
+    /// DyRetriever as in the paper: the LLM's entry points only (no start from the target's
+    /// neighbours and the dense hits) and `--expand llm`.
+    #[arg(long)]
+    pub paper_walk: bool,
     /// Functions DyRetriever's extract step keeps.
     #[arg(long, default_value_t = 5)]
     pub top_rel: usize,
@@ -67,6 +74,16 @@ pub struct GenerateArgs {
     pub prompt_budget: usize,
     #[arg(long, default_value_t = 512)]
     pub max_tokens: usize,
+    /// Leave the target's own file (imports, class, neighbouring code) out of the prompt, as in
+    /// the papers' layout.
+    #[arg(long)]
+    pub no_local: bool,
+    /// Don't check the answer's names against the repository (and don't repair).
+    #[arg(long)]
+    pub no_grounding: bool,
+    /// Most tokens of the target's own file in the prompt.
+    #[arg(long, default_value_t = 2048)]
+    pub local_budget: usize,
     /// Replace the function in its file, or append the new one (atomically, keeping a
     /// `.repohop.bak` copy).
     #[arg(long)]
@@ -117,11 +134,20 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             max_hop: args.max_hop,
             multihop: !args.no_multihop,
             top_k: args.top_rel,
+            expand: if args.paper_walk {
+                ExpandMode::Llm
+            } else {
+                args.expand
+            },
+            anchored: !args.paper_walk,
             ..DyOptions::default()
         },
         top_sim: args.top_sim,
+        local: !args.no_local,
+        grounding: !args.no_grounding,
         generation: GenerateOptions {
             prompt_budget: args.prompt_budget,
+            local_budget: args.local_budget,
             max_new_tokens: args.max_tokens,
         },
     };
@@ -156,6 +182,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 "raw_answer": generation.raw_answer,
                 "body_source": generation.completion.source,
                 "dropped_context": generation.dropped,
+                "local": generation.local,
+                "grounding": run.grounding,
                 "finish_reason": r.finish_reason,
             },
             "timings": {
@@ -179,8 +207,41 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         return Ok(());
     }
     eprintln!("{name} ({}), method {}", target.path, args.method.name());
+    if let Some(l) = &generation.local {
+        eprintln!(
+            "  local: {} lines of {} shown from {}{}",
+            l.lines_shown,
+            l.lines_total,
+            l.path,
+            l.class
+                .as_ref()
+                .map(|c| format!(" (class {c})"))
+                .unwrap_or_default()
+        );
+    }
     for c in &run.context {
         eprintln!("  context [{}] {} ({})", c.source, c.qualname, c.path);
+    }
+    if let Some(first) = &run.grounding.first {
+        let problems: Vec<String> = first
+            .problems
+            .iter()
+            .map(|p| format!("{:?} {}", p.kind, p.name))
+            .collect();
+        let outcome = match (&run.grounding.repaired, run.grounding.kept_repair) {
+            (_, true) => "repaired",
+            (Some(_), false) => "repair not better, first answer kept",
+            (None, _) => "no repair needed",
+        };
+        eprintln!(
+            "  names: {} checked{}; {outcome}",
+            first.checked.len(),
+            if problems.is_empty() {
+                String::new()
+            } else {
+                format!(", unresolved: {}", problems.join(", "))
+            }
+        );
     }
     eprintln!(
         "retrieval: similarity {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of \

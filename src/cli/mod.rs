@@ -1,6 +1,7 @@
 //! One module per command family; each exposes its clap arguments and a `run`.
 
 pub mod bench;
+pub mod check;
 pub mod eval;
 pub mod generate;
 pub mod llm;

@@ -69,6 +69,9 @@ pub struct TaskRecord {
     pub result: TaskResult,
     /// Dependency recall of the final context; `None` without context or dependencies.
     pub recall: Option<f64>,
+    /// The stricter recall: dependencies whose definition was retrieved.
+    #[serde(default)]
+    pub recall_definitions: Option<f64>,
     pub phases: Vec<Phase>,
 }
 
@@ -95,6 +98,9 @@ pub struct Summary {
     pub outcomes: BTreeMap<String, usize>,
     /// Mean dependency recall over tasks that have one; `None` when none has.
     pub recall: Option<f64>,
+    /// Mean definitions-only recall over the same tasks.
+    #[serde(default)]
+    pub recall_definitions: Option<f64>,
     pub recall_tasks: usize,
     /// Generation phases in first-seen order, then `test` (running the tests).
     pub phases: Vec<PhaseStats>,
@@ -110,6 +116,11 @@ pub struct Summary {
 pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
     let pass = pass_summary(records.iter().map(|r| &r.result));
     let recalls: Vec<f64> = records.iter().filter_map(|r| r.recall).collect();
+    let strict: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.recall_definitions)
+        .collect();
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     let mut phases: Vec<PhaseStats> = Vec::new();
     for p in records.iter().flat_map(|r| &r.phases) {
         let at = match phases.iter().position(|s| s.name == p.name) {
@@ -144,7 +155,8 @@ pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
         by_kind: pass.by_kind,
         by_project: pass.by_project,
         outcomes: pass.outcomes,
-        recall: (!recalls.is_empty()).then(|| recalls.iter().sum::<f64>() / recalls.len() as f64),
+        recall: mean(&recalls),
+        recall_definitions: mean(&strict),
         recall_tasks: recalls.len(),
         phases,
         ..Summary::default()
@@ -239,6 +251,8 @@ struct CompletionFile {
     #[serde(default)]
     context: Option<Vec<String>>,
     #[serde(default)]
+    definitions: Option<Vec<String>>,
+    #[serde(default)]
     phases: Vec<Phase>,
 }
 
@@ -322,14 +336,14 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     let todo = tasks.len() - resumed;
     let progress = Progress::new(todo, cfg.progress, started);
 
-    let (tx, rx) = mpsc::sync_channel::<(usize, String, Option<Vec<String>>, Vec<Phase>)>(cfg.jobs);
+    let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(cfg.jobs);
     let rx = Mutex::new(rx);
     let failure: Mutex<Option<EvalError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..cfg.jobs {
             scope.spawn(|| loop {
                 let next = rx.lock().ok().and_then(|r| r.recv().ok());
-                let Some((k, completion, context, phases)) = next else {
+                let Some((k, (completion, shown, phases))) = next else {
                     break;
                 };
                 if cfg.cancel.load(Ordering::SeqCst) {
@@ -341,7 +355,12 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
                     continue;
                 }
                 let record = TaskRecord {
-                    recall: context.and_then(|c| dependency_recall(&c, &task.dependency)),
+                    recall: shown
+                        .context
+                        .and_then(|c| dependency_recall(&c, &task.dependency)),
+                    recall_definitions: shown
+                        .definitions
+                        .and_then(|c| dependency_recall(&c, &task.dependency)),
                     result,
                     phases,
                 };
@@ -364,7 +383,7 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
                 break;
             }
             let item = match prepare(cfg, task, method.as_mut(), completions.as_ref()) {
-                Ok(Some((c, ctx, phases))) => (k, c, ctx, phases),
+                Ok(Some(prepared)) => (k, prepared),
                 Ok(None) => continue,
                 Err(e) => {
                     if let Ok(mut f) = failure.lock() {
@@ -422,7 +441,14 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     Ok(summary)
 }
 
-type Prepared = (String, Option<Vec<String>>, Vec<Phase>);
+type Prepared = (String, Shown, Vec<Phase>);
+
+/// What a method's context showed, for the two recall readings.
+#[derive(Debug, Default)]
+struct Shown {
+    context: Option<Vec<String>>,
+    definitions: Option<Vec<String>>,
+}
 
 /// The completion for one task: from an earlier run, from the completions file, or generated
 /// now (then saved with its trace before any test runs). `Ok(None)`: recorded as an error.
@@ -434,7 +460,11 @@ fn prepare(
 ) -> Result<Option<Prepared>, EvalError> {
     let dir = task_dir(&cfg.out, &task.namespace);
     if let Some(c) = read_json::<CompletionFile>(&dir.join("completion.json")) {
-        return Ok(Some((c.completion, c.context, c.phases)));
+        let shown = Shown {
+            context: c.context,
+            definitions: c.definitions,
+        };
+        return Ok(Some((c.completion, shown, c.phases)));
     }
     let generated = match (method, completions) {
         (_, Some((path, map))) => match map.get(&task.namespace) {
@@ -469,16 +499,22 @@ fn prepare(
         namespace: task.namespace.clone(),
         completion: generated.completion,
         context: generated.context,
+        definitions: generated.definitions,
         phases: generated.phases,
     };
     write_json(&dir.join("completion.json"), &file)?;
-    Ok(Some((file.completion, file.context, file.phases)))
+    let shown = Shown {
+        context: file.context,
+        definitions: file.definitions,
+    };
+    Ok(Some((file.completion, shown, file.phases)))
 }
 
 fn record_error(cfg: &BatchConfig, task: &FunctionTask, msg: String) -> Result<(), EvalError> {
     let record = TaskRecord {
         result: TaskResult::new(task, Outcome::Error, Some(msg)),
         recall: None,
+        recall_definitions: None,
         phases: Vec::new(),
     };
     write_json(
@@ -589,6 +625,7 @@ mod tests {
                 ..TaskResult::new(&task("m.f"), outcome, None)
             },
             recall,
+            recall_definitions: recall.map(|r| r / 2.0),
             phases: vec![Phase {
                 name: "generation".into(),
                 seconds: 2.0,
@@ -605,6 +642,7 @@ mod tests {
         );
         assert_eq!((s.passed, s.total, s.pass_at_1), (1, 2, 0.5));
         assert_eq!((s.recall, s.recall_tasks), (Some(0.5), 1));
+        assert_eq!(s.recall_definitions, Some(0.25));
         assert_eq!(s.phases[0].name, "generation");
         assert_eq!(
             (s.phases[0].seconds_total, s.phases[0].seconds_mean),

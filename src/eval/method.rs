@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::body;
 use super::runner::read_target;
 use super::tasks::FunctionTask;
+use crate::retrieve::dyretriever::ExpandMode;
 
 /// Time and tokens spent in one phase of a pipeline (indexing, retrieval, generation, ...).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -29,6 +30,9 @@ pub struct Generated {
     /// Qualified names present in the final context (definitions and the names their code
     /// uses in scope), for dependency recall; `None` for methods that retrieve nothing.
     pub context: Option<Vec<String>>,
+    /// The retrieved definitions alone (qualified names), for the stricter recall.
+    #[serde(default)]
+    pub definitions: Option<Vec<String>>,
     pub phases: Vec<Phase>,
     /// Anything worth inspecting later (prompts, hops, candidates); stored per task as is.
     pub trace: serde_json::Value,
@@ -68,8 +72,54 @@ pub const BUILTIN: [&str; 9] = [
     "dycoder-bm25",
 ];
 
-/// The method called `name`; `model` is the generator for methods that generate.
-pub fn builtin(name: &str, model: &str) -> Result<Box<dyn Method>, MethodError> {
+/// How the generating methods run. Each switch away from the default adds a suffix to the
+/// method's name (`dense-nolocal`), so that runs of variants stay apart.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The generator: alias, local path or Hugging Face repo id.
+    pub model: String,
+    /// Show the target's own file in the prompt (off: the papers' layout).
+    pub local: bool,
+    /// DyRetriever's expand step.
+    pub expand: ExpandMode,
+    /// DyRetriever's entry points from the LLM alone (the paper).
+    pub paper_walk: bool,
+    /// Check the answer's names and repair once.
+    pub grounding: bool,
+}
+
+impl Settings {
+    pub fn new(model: &str) -> Self {
+        Self {
+            model: model.to_string(),
+            local: true,
+            expand: ExpandMode::default(),
+            paper_walk: false,
+            grounding: true,
+        }
+    }
+
+    /// `name` with a suffix per switch that differs from the default.
+    pub fn variant_name(&self, name: &str) -> String {
+        let mut out = name.to_string();
+        if !self.local {
+            out.push_str("-nolocal");
+        }
+        if !self.grounding {
+            out.push_str("-nogrounding");
+        }
+        if self.paper_walk {
+            out.push_str("-paperwalk");
+        }
+        if self.expand != ExpandMode::default() {
+            out.push_str(&format!("-expand-{}", self.expand.name()));
+        }
+        out
+    }
+}
+
+/// The method called `name`, configured by `settings` where it generates.
+pub fn builtin(name: &str, settings: &Settings) -> Result<Box<dyn Method>, MethodError> {
     use crate::generate::pipeline::{Method as Kind, Similarity};
     let (kind, similarity) = match name {
         "reference" => return Ok(Box::new(Reference)),
@@ -87,8 +137,9 @@ pub fn builtin(name: &str, model: &str) -> Result<Box<dyn Method>, MethodError> 
             )
         }
     };
+    let name = settings.variant_name(name);
     Ok(Box::new(super::pipelines::Pipeline::load(
-        name, kind, similarity, model,
+        &name, kind, similarity, settings,
     )?))
 }
 
@@ -106,6 +157,7 @@ impl Method for Reference {
         Ok(Generated {
             completion: body::body_text(&text, span),
             context: None,
+            definitions: None,
             phases: vec![Phase {
                 name: "read".into(),
                 seconds: started.elapsed().as_secs_f64(),

@@ -5,21 +5,22 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use regex::Regex;
 use serde_json::json;
 
 use super::locate;
-use super::method::{Generated, Method, MethodError, MethodInput, Phase};
+use super::method::{Generated, Method, MethodError, MethodInput, Phase, Settings};
 use super::tasks::Requirement;
 use crate::embed::{self, LocalEmbedder};
 use crate::generate::pipeline::{
     self, ContextItem, Corpus, Embeddings, Method as Kind, PipelineOptions, Similarity,
 };
-use crate::generate::Target;
+use crate::generate::{LocalContext, Target};
 use crate::index::vectors::VectorIndex;
 use crate::llm::{CandleLlm, LlmOptions};
+use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
-use crate::repo::{resolve_target, Import, Repository};
+use crate::repo::{resolve_target, Import, Lang, Repository};
+use crate::retrieve::dyretriever::DyOptions;
 
 /// DyCoder or one of its ablations, on the default (or given) models.
 pub struct Pipeline {
@@ -39,7 +40,7 @@ impl Pipeline {
         name: &str,
         kind: Kind,
         similarity: Similarity,
-        model: &str,
+        settings: &Settings,
     ) -> Result<Self, MethodError> {
         let corpus = kind.corpus(similarity);
         let embedder = if corpus.is_some() {
@@ -49,10 +50,17 @@ impl Pipeline {
             None
         };
         Ok(Self {
-            llm: CandleLlm::load(model, &LlmOptions::default())?,
+            llm: CandleLlm::load(&settings.model, &LlmOptions::default())?,
             name: name.to_string(),
             opts: PipelineOptions {
                 similarity,
+                local: settings.local,
+                grounding: settings.grounding,
+                dy: DyOptions {
+                    expand: settings.expand,
+                    anchored: !settings.paper_walk,
+                    ..DyOptions::default()
+                },
                 ..PipelineOptions::new(kind)
             },
             corpus,
@@ -130,14 +138,24 @@ impl Method for Pipeline {
         phases.push(Phase {
             name: "generation".into(),
             seconds: run.generation_s,
-            tokens_in: r.prompt_tokens as u64,
-            tokens_out: r.generated_tokens as u64,
+            tokens_in: run.generation_tokens.0 as u64,
+            tokens_out: run.generation_tokens.1 as u64,
         });
-        let context =
-            (self.opts.method != Kind::Direct).then(|| names_present(&view, &run.context));
+        let shows_context = self.opts.method != Kind::Direct || run.generation.local.is_some();
+        let context = shows_context.then(|| {
+            names_present(
+                &view,
+                target.lang,
+                &run.context,
+                run.generation.local.as_ref(),
+            )
+        });
+        let definitions =
+            shows_context.then(|| run.context.iter().map(|c| c.qualname.clone()).collect());
         Ok(Generated {
             completion: run.generation.completion.body.clone(),
             context,
+            definitions,
             phases,
             trace: json!({
                 "context": run.context.iter().map(|c| json!({
@@ -146,6 +164,11 @@ impl Method for Pipeline {
                 "dyretriever": dy,
                 "similar": run.similar,
                 "prompt": run.generation.prompt,
+                "local": run.generation.local.as_ref().map(|l| json!({
+                    "class": l.class, "lines_shown": l.lines_shown, "lines_total": l.lines_total,
+                })),
+                "dropped_context": run.generation.dropped,
+                "grounding": run.grounding,
                 "raw_answer": run.generation.raw_answer,
                 "cached_prompt_tokens": dy.cached_tokens() + r.cached_prompt_tokens,
             }),
@@ -157,21 +180,21 @@ impl Method for Pipeline {
 /// the names its code uses in their scope — `self.x` / `this.x` in a method of class `C` is
 /// `C.x` (attributes), a name imported into the item's file is the imported definition, and any
 /// other identifier in code of module `M` is `M.ident` (module variables, same-file helpers).
-/// A name merely used is present; that its definition is present is the stricter reading
-/// (the items' own names alone, kept in the trace).
-fn names_present(view: &MaskedView, context: &[ContextItem]) -> Vec<String> {
-    let ident = Regex::new(r"(?:\b(self|this)\.)?\b([A-Za-z_][A-Za-z0-9_]*)").expect("valid regex");
+/// Names come from the parse tree: words in comments, docstrings and strings don't count. The
+/// target's own file, as the local view showed it, counts the same way (its `self.x` as the
+/// target's class). A name merely used is present; that its definition is present is the
+/// stricter reading (the items' own names alone, [`Generated::definitions`]).
+fn names_present(
+    view: &MaskedView,
+    lang: Lang,
+    context: &[ContextItem],
+    local: Option<&LocalContext>,
+) -> Vec<String> {
     let mut names: Vec<String> = context.iter().map(|c| c.qualname.clone()).collect();
-    for c in context {
-        let Some(symbols) = view.file_symbols(&c.path) else {
-            continue;
+    let mut add = |path: &str, class: Option<String>, code: &str| {
+        let Some(symbols) = view.file_symbols(path) else {
+            return;
         };
-        let class = view
-            .functions_in(&c.path)
-            .into_iter()
-            .filter_map(|id| view.function(id))
-            .find(|f| f.span.start_line == c.start_line)
-            .and_then(|f| f.class.clone());
         let imported: HashMap<&str, String> = symbols
             .imports
             .iter()
@@ -181,16 +204,30 @@ fn names_present(view: &MaskedView, context: &[ContextItem]) -> Vec<String> {
                 Some((local, format!("{}.{name}", import_base(&symbols.module, i))))
             })
             .collect();
-        for m in ident.captures_iter(&c.code) {
-            let word = &m[2];
-            names.push(match (m.get(1), &class) {
-                (Some(_), Some(class)) => format!("{class}.{word}"),
-                _ => match imported.get(word) {
+        for n in code_names(lang, code) {
+            names.push(match (n.on_self, &class) {
+                (true, Some(class)) => format!("{class}.{}", n.name),
+                _ => match imported.get(n.name.as_str()) {
                     Some(q) => q.clone(),
-                    None => format!("{}.{word}", symbols.module),
+                    None => format!("{}.{}", symbols.module, n.name),
                 },
             });
         }
+    };
+    for c in context {
+        let class = view
+            .functions_in(&c.path)
+            .into_iter()
+            .filter_map(|id| view.function(id))
+            .find(|f| f.span.start_line == c.start_line)
+            .and_then(|f| f.class.clone());
+        add(&c.path, class, &c.code);
+    }
+    if let Some(l) = local {
+        let class = view
+            .target()
+            .and_then(|id| view.repository().function(id).class.clone());
+        add(&l.path, class, &l.text);
     }
     names.sort();
     names.dedup();
@@ -239,7 +276,7 @@ mod tests {
             pkg.join("mem.py"),
             "from .const import ENDIAN as E\nlogger = None\n\n\
              class WAL:\n    def __init__(self, fd):\n        self._fd = fd\n\n\
-             \x20   def flush(self):\n        logger.info(E)\n        return self._fd\n",
+             \x20   def flush(self):\n        # unflushed data stays\n        logger.info(E, 'unflushed')\n        return self._fd\n",
         )
         .unwrap();
         let opts = IndexOptions {
@@ -257,9 +294,10 @@ mod tests {
                 start_line: f.span.start_line,
                 source: "dense",
                 code: repo.function_code(id).to_string(),
+                id: Some(id),
             }
         };
-        let names = names_present(&view, &[item("pkg.mem.WAL.flush")]);
+        let names = names_present(&view, Lang::Python, &[item("pkg.mem.WAL.flush")], None);
         for want in [
             "pkg.mem.WAL.flush",
             "pkg.mem.WAL._fd",
@@ -270,5 +308,7 @@ mod tests {
         }
         // Not `pkg.mem._fd`: an attribute belongs to its class.
         assert!(!names.iter().any(|n| n == "pkg.mem._fd"), "{names:?}");
+        // Words of comments and strings are not names the code uses.
+        assert!(!names.iter().any(|n| n == "pkg.mem.unflushed"), "{names:?}");
     }
 }

@@ -59,12 +59,12 @@ pub fn markdown(runs: &[RunReport]) -> String {
     let kinds: Vec<&str> = DepKind::ALL.iter().map(|k| k.as_str()).collect();
     let _ = writeln!(
         s,
-        "| method | tasks | passed | Pass@1 % | {} | recall % |",
+        "| method | tasks | passed | Pass@1 % | {} | recall % | recall (definitions) % |",
         kinds.join(" % | ") + " %"
     );
     let _ = writeln!(
         s,
-        "|---|---:|---:|---:|{}---:|",
+        "|---|---:|---:|---:|{}---:|---:|",
         "---:|".repeat(kinds.len())
     );
     for r in runs {
@@ -77,15 +77,17 @@ pub fn markdown(runs: &[RunReport]) -> String {
             })
             .collect();
         let recall = m.recall.map_or("–".into(), pct);
+        let strict = m.recall_definitions.map_or("–".into(), pct);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             m.method,
             m.total,
             m.passed,
             pct(m.pass_at_1),
             by_kind.join(" | "),
-            recall
+            recall,
+            strict
         );
     }
     let names = phase_names(runs);

@@ -1,10 +1,13 @@
-//! The generation step: prompt within a token budget, one LLM call, post-processing into the
-//! target function.
+//! The generation step: prompt within a token budget (the target's own file, then retrieved
+//! context), the LLM call, post-processing into the target function.
 
+pub mod grounding;
+pub mod local;
 pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
 
+pub use local::{LocalContext, LocalView};
 pub use postprocess::{complete_function, BodySource, Completion, PostprocessError, TargetShape};
 pub use prompts::ContextSnippet;
 
@@ -147,8 +150,11 @@ impl Target {
 
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
-    /// Most prompt tokens; context snippets that don't fit are dropped (and reported).
+    /// Most prompt tokens; context snippets that don't fit are dropped (and reported), then
+    /// the local view is shrunk.
     pub prompt_budget: usize,
+    /// Most tokens of the target's own file (the local view), when one is given.
+    pub local_budget: usize,
     pub max_new_tokens: usize,
 }
 
@@ -156,10 +162,15 @@ impl Default for GenerateOptions {
     fn default() -> Self {
         Self {
             prompt_budget: 6144,
+            local_budget: 2048,
             max_new_tokens: 512,
         }
     }
 }
+
+/// Characters per token assumed when sizing the local view (code with Qwen's tokenizer runs
+/// 3–4; the whole prompt is then counted exactly).
+const CHARS_PER_TOKEN: usize = 3;
 
 /// The result of the generation step, with everything needed to inspect it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -168,8 +179,13 @@ pub struct Generation {
     pub prompt: String,
     /// Context snippets left out to stay within the budget (qualified names).
     pub dropped: Vec<String>,
+    /// The target's file as the prompt showed it.
+    pub local: Option<LocalContext>,
     pub raw_answer: String,
     pub response: GenerateResponse,
+    /// The conversation that produced the answer (for a repair round).
+    #[serde(skip)]
+    pub messages: Vec<Message>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -186,41 +202,106 @@ pub enum GenerateError {
     Postprocess(PostprocessError, String),
 }
 
-/// Generates the target with `context` (most useful first), dropping snippets from the end
-/// until the prompt fits the budget.
+/// Generates the target with its file's `local` view and `context` (most useful first). When
+/// the prompt is over budget, snippets are dropped from the end, then the local view halved.
 pub fn generate(
     llm: &mut dyn Llm,
     target: &Target,
+    local: Option<&LocalView>,
     context: &[ContextSnippet],
     options: &GenerateOptions,
 ) -> Result<Generation, GenerateError> {
     let target_text = target.prompt_text();
     let mut kept = context.len();
-    let prompt = loop {
-        let block = prompts::context_block(&context[..kept]);
-        let user = prompts::generation_request(target.lang, &target.path, &target_text, &block);
-        let prompt = Prompt::Chat(vec![
+    let mut local_chars = options.local_budget * CHARS_PER_TOKEN;
+    let (messages, shown) = loop {
+        let shown = local
+            .filter(|_| local_chars > 0)
+            .map(|l| l.render(local_chars));
+        let block = prompts::context_block(target.lang, &context[..kept]);
+        let user = prompts::generation_request(
+            target.lang,
+            &target.path,
+            &target_text,
+            &block,
+            shown.as_ref().map(|l| l.text.as_str()),
+        );
+        let messages = vec![
             Message::system(prompts::system(target.lang)),
             Message::user(user),
-        ]);
-        let tokens = llm.count_tokens(&prompt)?;
+        ];
+        let tokens = llm.count_tokens(&Prompt::Chat(messages.clone()))?;
         if tokens <= options.prompt_budget {
-            break prompt;
+            break (messages, shown);
         }
-        if kept == 0 {
+        if kept > 0 {
+            kept -= 1;
+        } else if shown.is_some() {
+            local_chars /= 2;
+            if local_chars < 200 {
+                local_chars = 0;
+            }
+        } else {
             return Err(GenerateError::TargetTooLong {
                 tokens,
                 budget: options.prompt_budget,
             });
         }
-        kept -= 1;
     };
+    let dropped = context[kept..].iter().map(|s| s.qualname.clone()).collect();
+    answer(llm, target, messages, dropped, shown, options)
+}
+
+/// A repair round: the conversation of `first`, its answer, then `request` (what was wrong
+/// with it); the model answers again in full.
+pub fn repair(
+    llm: &mut dyn Llm,
+    target: &Target,
+    first: &Generation,
+    request: &str,
+    options: &GenerateOptions,
+) -> Result<Generation, GenerateError> {
+    let mut messages = first.messages.clone();
+    messages.push(Message::assistant(first.raw_answer.clone()));
+    messages.push(Message::user(request));
+    answer(
+        llm,
+        target,
+        messages,
+        first.dropped.clone(),
+        first.local.clone(),
+        options,
+    )
+}
+
+fn answer(
+    llm: &mut dyn Llm,
+    target: &Target,
+    messages: Vec<Message>,
+    dropped: Vec<String>,
+    local: Option<LocalContext>,
+    options: &GenerateOptions,
+) -> Result<Generation, GenerateError> {
+    let prompt = Prompt::Chat(messages.clone());
     let mut request = GenerateRequest::new(prompt.clone());
     request.max_new_tokens = options.max_new_tokens;
     let response = llm.generate(&request)?;
     let completion = complete_function(&response.text, &target.shape())
         .map_err(|e| GenerateError::Postprocess(e, response.text.clone()))?;
-    let prompt_text = match &prompt {
+    Ok(Generation {
+        completion,
+        prompt: prompt_text(&prompt),
+        dropped,
+        local,
+        raw_answer: response.text.clone(),
+        response,
+        messages,
+    })
+}
+
+/// A prompt as one text, for traces.
+fn prompt_text(prompt: &Prompt) -> String {
+    match prompt {
         Prompt::Chat(messages) => messages
             .iter()
             .map(|m| m.content.as_str())
@@ -228,14 +309,7 @@ pub fn generate(
             .join("\n\n"),
         Prompt::Text(t) => t.clone(),
         Prompt::Fim { prefix, suffix } => format!("{prefix}<FILL>{suffix}"),
-    };
-    Ok(Generation {
-        completion,
-        prompt: prompt_text,
-        dropped: context[kept..].iter().map(|s| s.qualname.clone()).collect(),
-        raw_answer: response.text.clone(),
-        response,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -6,12 +6,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{generate, ContextSnippet, GenerateError, GenerateOptions, Generation, Target};
+use super::grounding::{self, Grounding};
+use super::postprocess::dedent;
+use super::{
+    generate, repair, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView, Target,
+};
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
 use crate::llm::Llm;
 use crate::repo::mask::MaskedView;
-use crate::repo::Repository;
+use crate::repo::{FnId, Repository};
 use crate::retrieve::dense::{self, DenseError};
 use crate::retrieve::dyretriever::{self, DyError, DyOptions, DyTrace};
 use crate::retrieve::{bm25, slices};
@@ -107,6 +111,12 @@ pub struct PipelineOptions {
     pub dy: DyOptions,
     /// Similar functions (or SimpleRAG slices) in the context (the paper's top-10).
     pub top_sim: usize,
+    /// Show the target's own file (imports, class, neighbours) before the retrieved context;
+    /// off reproduces the papers' prompt.
+    pub local: bool,
+    /// Check the answer's names against the repository and, when some don't exist, ask once
+    /// more with what is wrong and what exists.
+    pub grounding: bool,
     pub generation: GenerateOptions,
 }
 
@@ -117,6 +127,8 @@ impl PipelineOptions {
             similarity: Similarity::Dense,
             dy: DyOptions::default(),
             top_sim: 10,
+            local: true,
+            grounding: true,
             generation: GenerateOptions::default(),
         }
     }
@@ -137,6 +149,24 @@ pub struct ContextItem {
     /// `dyretriever`, `dense`, `bm25` or `simplerag`; a SimpleRAG slice is named `path:start-end`.
     pub source: &'static str,
     pub code: String,
+    /// The function (none for a SimpleRAG slice).
+    #[serde(skip)]
+    pub id: Option<FnId>,
+}
+
+/// What the names check found, and whether a repair round ran and was kept.
+#[derive(Debug, Default, Serialize)]
+pub struct GroundingTrace {
+    pub first: Option<Grounding>,
+    pub repaired: Option<Grounding>,
+    /// The repaired answer replaced the first (it had fewer problems).
+    pub kept_repair: bool,
+    /// The first answer, when the repair replaced it.
+    pub first_answer: Option<String>,
+    /// Why the repair round gave no answer (the first one stands).
+    pub repair_error: Option<String>,
+    /// Prompt and generated tokens of the repair round.
+    pub repair_tokens: (usize, usize),
 }
 
 /// A result of the similarity part: a function or a SimpleRAG slice, with its score.
@@ -156,6 +186,10 @@ pub struct PipelineRun {
     /// What the similarity part found, best first.
     pub similar: Vec<SimilarItem>,
     pub generation: Generation,
+    /// The names check of the first answer and, after a repair round, of the second.
+    pub grounding: GroundingTrace,
+    /// Prompt and generated tokens of the generation step, the repair round included.
+    pub generation_tokens: (usize, usize),
     pub similarity_s: f64,
     pub dyretriever_s: f64,
     pub generation_s: f64,
@@ -197,8 +231,15 @@ pub fn run(
     let mut dyretriever_s = 0.0;
     if opts.method.uses_dyretriever() {
         let started = Instant::now();
-        let result =
-            dyretriever::retrieve(llm, view, &target.prompt_text(), &target.path, &opts.dy)?;
+        let seeds: Vec<FnId> = similar.iter().filter_map(|(c, _)| c.id).collect();
+        let result = dyretriever::retrieve(
+            llm,
+            view,
+            &target.prompt_text(),
+            &target.path,
+            &seeds,
+            &opts.dy,
+        )?;
         dy_functions = result.functions;
         dy_trace = result.trace;
         dyretriever_s = started.elapsed().as_secs_f64();
@@ -208,7 +249,7 @@ pub fn run(
     let mut seen = HashSet::new();
     let mut context = Vec::new();
     for id in dy_functions {
-        let (Some(f), Some(code)) = (view.function(id), view.function_code(id)) else {
+        let (Some(f), Some(code)) = (view.function(id), snippet_code(view, id)) else {
             continue;
         };
         if seen.insert((f.path.clone(), f.span.start_line)) {
@@ -217,7 +258,8 @@ pub fn run(
                 path: f.path.clone(),
                 start_line: f.span.start_line,
                 source: "dyretriever",
-                code: code.into_owned(),
+                code,
+                id: Some(id),
             });
         }
     }
@@ -231,11 +273,39 @@ pub fn run(
         .map(|c| ContextSnippet {
             qualname: c.qualname.clone(),
             path: c.path.clone(),
+            start_line: c.start_line,
             code: c.code.clone(),
         })
         .collect();
     let started = Instant::now();
-    let generation = generate(llm, target, &snippets, &opts.generation)?;
+    let local = opts.local.then(|| LocalView::new(view, target)).flatten();
+    let mut generation = generate(llm, target, local.as_ref(), &snippets, &opts.generation)?;
+    let mut checked = GroundingTrace::default();
+    let first_tokens = (
+        generation.response.prompt_tokens,
+        generation.response.generated_tokens,
+    );
+    if opts.grounding {
+        let first = grounding::check(view, target, &generation.completion.function);
+        if let Some(request) = grounding::repair_request(&first) {
+            match repair(llm, target, &generation, &request, &opts.generation) {
+                Ok(second) => {
+                    let r = &second.response;
+                    checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);
+                    let again = grounding::check(view, target, &second.completion.function);
+                    if again.problems.len() < first.problems.len() {
+                        checked.kept_repair = true;
+                        checked.first_answer = Some(generation.raw_answer.clone());
+                        generation = second;
+                    }
+                    checked.repaired = Some(again);
+                }
+                Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
+                Err(e) => checked.repair_error = Some(e.to_string()),
+            }
+        }
+        checked.first = Some(first);
+    }
     let generation_s = started.elapsed().as_secs_f64();
     Ok(PipelineRun {
         method: opts.method,
@@ -250,6 +320,11 @@ pub fn run(
             })
             .collect(),
         generation,
+        generation_tokens: (
+            first_tokens.0 + checked.repair_tokens.0,
+            first_tokens.1 + checked.repair_tokens.1,
+        ),
+        grounding: checked,
         similarity_s,
         dyretriever_s,
         generation_s,
@@ -278,6 +353,7 @@ fn similar_context(
                         start_line: s.start_line,
                         source: "simplerag",
                         code: s.code.clone(),
+                        id: None,
                     };
                     (item, s.score)
                 })
@@ -297,15 +373,41 @@ fn similar_context(
     Ok(hits
         .iter()
         .filter_map(|h| {
-            let (f, code) = (view.function(h.id)?, view.function_code(h.id)?);
+            let (f, code) = (view.function(h.id)?, snippet_code(view, h.id)?);
             let item = ContextItem {
                 qualname: f.qualname.clone(),
                 path: f.path.clone(),
                 start_line: f.span.start_line,
                 source,
-                code: code.into_owned(),
+                code,
+                id: Some(h.id),
             };
             Some((item, h.score))
         })
         .collect())
+}
+
+/// A visible function's code as a context snippet, dedented as a whole (its first line starts
+/// at the definition's column in the file); `None` for hidden functions and for `@overload`
+/// stubs, which only repeat the implementation's signature.
+fn snippet_code(view: &MaskedView, id: FnId) -> Option<String> {
+    let f = view.function(id)?;
+    let signature = view.signature_text(id)?;
+    if signature
+        .lines()
+        .any(|l| matches!(l.trim(), "@overload" | "@typing.overload" | "@t.overload"))
+    {
+        return None;
+    }
+    let code = view.function_code(id)?;
+    let repo = view.repository();
+    let column = repo
+        .file(view.function_file(id))
+        .text
+        .as_deref()
+        .and_then(|t| t.get(..f.span.start_byte))
+        .map_or(0, |before| {
+            before.len() - before.rfind('\n').map_or(0, |i| i + 1)
+        });
+    Some(dedent(&format!("{}{code}", " ".repeat(column))))
 }

@@ -198,7 +198,7 @@ fn close_candidates(repo: &Repository, spec: &str) -> Vec<FnId> {
 }
 
 /// Levenshtein distance over bytes (names are ASCII in practice; close enough otherwise).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
@@ -300,6 +300,12 @@ impl<'r> MaskedView<'r> {
     /// for bookkeeping (reports, scoring).
     pub fn target(&self) -> Option<FnId> {
         self.target
+    }
+
+    /// The target's file and the byte range its definition had in it. The masked text of that
+    /// file has nothing of the definition: the range's first byte is where it was.
+    pub fn hole(&self) -> Option<(FileId, Span)> {
+        self.hole
     }
 
     /// What is hidden (functions, classes, files).

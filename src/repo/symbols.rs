@@ -19,6 +19,9 @@ pub struct SymbolTable {
     modules: HashMap<String, Vec<FileId>>,
     /// First segments of every module name: decides "in this repository" vs external.
     top_segments: HashSet<String>,
+    /// Every segment of every module name: `a.b` can't be guessed as "method `b` of some
+    /// object `a`" when `a` is the name of a module.
+    module_segments: HashSet<String>,
 }
 
 impl SymbolTable {
@@ -55,6 +58,8 @@ impl SymbolTable {
                         .push(FileId(i as u32));
                     let top = s.module.split('.').next().unwrap_or_default();
                     t.top_segments.insert(top.to_string());
+                    t.module_segments
+                        .extend(s.module.split('.').map(str::to_string));
                 }
             }
         }
@@ -83,6 +88,12 @@ impl SymbolTable {
     pub fn is_internal(&self, module: &str) -> bool {
         self.top_segments
             .contains(module.split('.').next().unwrap_or_default())
+    }
+
+    /// Whether `name` is a segment of a module of this repository (`strutils` for
+    /// `boltons.strutils`).
+    pub fn is_module_segment(&self, name: &str) -> bool {
+        self.module_segments.contains(name)
     }
 
     /// Every qualified name, for "did you mean" lists.
@@ -146,9 +157,206 @@ enum Binding {
     External(String),
 }
 
-const PY_BUILTINS: &[&str] = &[
+/// Python standard-library modules that code names without a package (sorted).
+pub(crate) const PY_STDLIB_MODULES: &[&str] = &[
+    "abc",
+    "argparse",
+    "array",
+    "ast",
+    "asyncio",
+    "atexit",
+    "base64",
+    "binascii",
+    "bisect",
+    "builtins",
+    "bz2",
+    "calendar",
+    "cmath",
+    "codecs",
+    "collections",
+    "colorsys",
+    "concurrent",
+    "configparser",
+    "contextlib",
+    "contextvars",
+    "copy",
+    "csv",
+    "ctypes",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "dis",
+    "email",
+    "enum",
+    "errno",
+    "fcntl",
+    "fnmatch",
+    "fractions",
+    "functools",
+    "gc",
+    "getpass",
+    "gettext",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html",
+    "http",
+    "importlib",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "keyword",
+    "linecache",
+    "locale",
+    "logging",
+    "lzma",
+    "math",
+    "mimetypes",
+    "mmap",
+    "multiprocessing",
+    "numbers",
+    "operator",
+    "os",
+    "pathlib",
+    "pickle",
+    "pkgutil",
+    "platform",
+    "posixpath",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "reprlib",
+    "secrets",
+    "select",
+    "shlex",
+    "shutil",
+    "signal",
+    "socket",
+    "sqlite3",
+    "ssl",
+    "stat",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "sys",
+    "sysconfig",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "time",
+    "timeit",
+    "token",
+    "tokenize",
+    "traceback",
+    "types",
+    "typing",
+    "unicodedata",
+    "unittest",
+    "urllib",
+    "uuid",
+    "warnings",
+    "weakref",
+    "xml",
+    "zipfile",
+    "zlib",
+];
+
+/// Python 3.11's `dir(builtins)`, plus the module globals every module has.
+pub(crate) const PY_BUILTINS: &[&str] = &[
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "BaseExceptionGroup",
+    "BlockingIOError",
+    "BrokenPipeError",
+    "BufferError",
+    "BytesWarning",
+    "ChildProcessError",
+    "ConnectionAbortedError",
+    "ConnectionError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "DeprecationWarning",
+    "EOFError",
+    "Ellipsis",
+    "EncodingWarning",
+    "EnvironmentError",
+    "Exception",
+    "ExceptionGroup",
+    "False",
+    "FileExistsError",
+    "FileNotFoundError",
+    "FloatingPointError",
+    "FutureWarning",
+    "GeneratorExit",
+    "IOError",
+    "ImportError",
+    "ImportWarning",
+    "IndentationError",
+    "IndexError",
+    "InterruptedError",
+    "IsADirectoryError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "ModuleNotFoundError",
+    "NameError",
+    "None",
+    "NotADirectoryError",
+    "NotImplemented",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "PendingDeprecationWarning",
+    "PermissionError",
+    "ProcessLookupError",
+    "RecursionError",
+    "ReferenceError",
+    "ResourceWarning",
+    "RuntimeError",
+    "RuntimeWarning",
+    "StopAsyncIteration",
+    "StopIteration",
+    "SyntaxError",
+    "SyntaxWarning",
+    "SystemError",
+    "SystemExit",
+    "TabError",
+    "TimeoutError",
+    "True",
+    "TypeError",
+    "UnboundLocalError",
+    "UnicodeDecodeError",
+    "UnicodeEncodeError",
+    "UnicodeError",
+    "UnicodeTranslateError",
+    "UnicodeWarning",
+    "UserWarning",
+    "ValueError",
+    "Warning",
+    "ZeroDivisionError",
+    "__build_class__",
+    "__debug__",
+    "__doc__",
+    "__import__",
+    "__loader__",
+    "__name__",
+    "__package__",
+    "__spec__",
     "abs",
+    "aiter",
     "all",
+    "anext",
     "any",
     "ascii",
     "bin",
@@ -161,6 +369,8 @@ const PY_BUILTINS: &[&str] = &[
     "classmethod",
     "compile",
     "complex",
+    "copyright",
+    "credits",
     "delattr",
     "dict",
     "dir",
@@ -168,6 +378,7 @@ const PY_BUILTINS: &[&str] = &[
     "enumerate",
     "eval",
     "exec",
+    "exit",
     "filter",
     "float",
     "format",
@@ -185,6 +396,7 @@ const PY_BUILTINS: &[&str] = &[
     "issubclass",
     "iter",
     "len",
+    "license",
     "list",
     "locals",
     "map",
@@ -199,6 +411,7 @@ const PY_BUILTINS: &[&str] = &[
     "pow",
     "print",
     "property",
+    "quit",
     "range",
     "repr",
     "reversed",
@@ -215,38 +428,16 @@ const PY_BUILTINS: &[&str] = &[
     "type",
     "vars",
     "zip",
-    "__import__",
-    "Exception",
-    "BaseException",
-    "ValueError",
-    "TypeError",
-    "KeyError",
-    "IndexError",
-    "AttributeError",
-    "RuntimeError",
-    "NotImplementedError",
-    "StopIteration",
-    "OSError",
-    "IOError",
-    "AssertionError",
-    "ImportError",
-    "LookupError",
-    "ArithmeticError",
-    "ZeroDivisionError",
-    "UnicodeDecodeError",
-    "UnicodeEncodeError",
-    "UnicodeError",
-    "Warning",
-    "DeprecationWarning",
-    "UserWarning",
-    "FileNotFoundError",
-    "PermissionError",
-    "EOFError",
-    "OverflowError",
-    "RecursionError",
-    "TimeoutError",
-    "NotImplemented",
-    "Ellipsis",
+    "__file__",
+    "__builtins__",
+    "__path__",
+    "__cached__",
+    "__annotations__",
+    "__all__",
+    "__class__",
+    "__dict__",
+    "__module__",
+    "__qualname__",
 ];
 
 impl<'r> Resolver<'r> {
@@ -605,9 +796,23 @@ impl<'r> Resolver<'r> {
             .filter(|d| parts.len() == 1 || self.repo.qualname(*d).ends_with(&suffix))
             .collect();
         if candidates.is_empty() && parts.len() > 1 {
+            // `x.m` with `x` of unknown type may be a method of some class; a dotted path, or
+            // a module's name that the file does not import, is not a receiver to guess.
+            if parts.len() > 2 || self.names_module(head, lang) {
+                return Err(not_found(&format!(
+                    " ({head} is a module path that this file does not import)"
+                )));
+            }
             return self.method_named(name, last);
         }
         self.unique(name, candidates)
+    }
+
+    /// Whether `head` is the name of a module: of this repository, or (Python) of the standard
+    /// library.
+    fn names_module(&self, head: &str, lang: Lang) -> bool {
+        self.repo.symbol_table().is_module_segment(head)
+            || (lang == Lang::Python && PY_STDLIB_MODULES.binary_search(&head).is_ok())
     }
 
     /// One qualified name among `candidates`: found; several: ambiguous; none: not found.

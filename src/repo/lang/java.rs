@@ -18,7 +18,7 @@ use crate::repo::model::{CallSite, Class, FileSymbols, Function, Import, Lang, S
 pub struct Java;
 
 thread_local! {
-    static PARSER: RefCell<Parser> = RefCell::new(new_parser(tree_sitter_java::LANGUAGE.into()));
+    pub(super) static PARSER: RefCell<Parser> = RefCell::new(new_parser(tree_sitter_java::LANGUAGE.into()));
 }
 
 impl Language for Java {

@@ -11,6 +11,7 @@
 //!   (`String value() default "";`) are bodiless methods, as javac sees them.
 
 mod java;
+pub mod outline;
 mod python;
 
 use std::cell::RefCell;
@@ -44,6 +45,15 @@ pub fn for_path(path: &str) -> Option<&'static dyn Language> {
         .iter()
         .copied()
         .find(|fe| fe.extensions().contains(&ext))
+}
+
+/// The syntax tree of `source` in `lang` (this thread's parser for that grammar); `None` only
+/// when tree-sitter gives up (it recovers from syntax errors).
+pub fn parse_tree(lang: Lang, source: &str) -> Option<Tree> {
+    match lang {
+        Lang::Python => parse_with(&python::PARSER, source),
+        Lang::Java => parse_with(&java::PARSER, source),
+    }
 }
 
 /// Parses `source` with this thread's parser for one grammar (parsers are reused across files:

@@ -19,7 +19,7 @@ use crate::repo::model::{CallSite, Class, FileSymbols, Function, Import, Lang, S
 pub struct Python;
 
 thread_local! {
-    static PARSER: RefCell<Parser> = RefCell::new(new_parser(tree_sitter_python::LANGUAGE.into()));
+    pub(super) static PARSER: RefCell<Parser> = RefCell::new(new_parser(tree_sitter_python::LANGUAGE.into()));
 }
 
 impl Language for Python {

@@ -4,6 +4,11 @@
 //! resolve to visible definitions survive) — and finally extracts the most useful functions.
 //! The partial graph lives only for the call. Every answer that must name something is
 //! constrained to the candidates at decode time.
+//!
+//! Beyond the paper, for small models (each switchable): the entry points start from the
+//! target's class and file neighbours and the best dense hits before the LLM's picks
+//! (`anchored`); `expand` can read the visited function's parsed call sites instead of asking
+//! the LLM (`ExpandMode`); `extract` over a long trajectory sees signatures, not bodies.
 
 mod prompts;
 
@@ -15,6 +20,19 @@ use serde::Serialize;
 use crate::llm::{Constraint, GenerateRequest, IdentPattern, Llm, LlmError, Message, Prompt};
 use crate::repo::mask::{display_name, MaskedView};
 use crate::repo::{Def, FnId, Import, Lang, TreeOptions, Unresolved};
+
+/// Where `expand` gets the callees of a visited function.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpandMode {
+    /// The LLM names them (the paper).
+    Llm,
+    /// The parsed call sites, resolved by the symbol table: exact, no LLM call.
+    #[default]
+    Static,
+    /// Both, deduplicated.
+    Both,
+}
 
 #[derive(Debug, Clone)]
 pub struct DyOptions {
@@ -34,6 +52,17 @@ pub struct DyOptions {
     pub max_code_chars: usize,
     /// New tokens per call.
     pub max_new_tokens: usize,
+    pub expand: ExpandMode,
+    /// Entry points start with the target's class and file neighbours and the seeds (dense
+    /// hits); off: the LLM's picks alone (the paper).
+    pub anchored: bool,
+    /// Neighbours of the target (same class, then same file) among the entry points.
+    pub neighbours: usize,
+    /// Seeds (dense hits) among the entry points.
+    pub seeds: usize,
+    /// A trajectory longer than this is shown to `extract` as signatures with their first
+    /// docstring line.
+    pub extract_full_code: usize,
 }
 
 impl Default for DyOptions {
@@ -48,6 +77,32 @@ impl Default for DyOptions {
             tree_budget: 6000,
             max_code_chars: 3000,
             max_new_tokens: 64,
+            expand: ExpandMode::default(),
+            anchored: true,
+            neighbours: 3,
+            seeds: 2,
+            extract_full_code: 6,
+        }
+    }
+}
+
+impl ExpandMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpandMode::Llm => "llm",
+            ExpandMode::Static => "static",
+            ExpandMode::Both => "both",
+        }
+    }
+}
+
+impl DyOptions {
+    /// The paper's walk: the LLM's own entry points and callee names.
+    pub fn paper() -> Self {
+        Self {
+            expand: ExpandMode::Llm,
+            anchored: false,
+            ..Self::default()
         }
     }
 }
@@ -138,12 +193,14 @@ struct Walk<'v, 'r> {
     ids: HashMap<String, FnId>,
 }
 
-/// Runs DyRetriever for the view's target. `target` is its signature with the docstring.
+/// Runs DyRetriever for the view's target. `target` is its signature with the docstring;
+/// `seeds` are functions found by similarity, best first (entry points when `anchored`).
 pub fn retrieve(
     llm: &mut dyn Llm,
     view: &MaskedView,
     target: &str,
     target_path: &str,
+    seeds: &[FnId],
     opts: &DyOptions,
 ) -> Result<DyResult, DyError> {
     let mut walk = Walk {
@@ -154,7 +211,24 @@ pub fn retrieve(
         trace: DyTrace::default(),
         ids: HashMap::new(),
     };
-    let entries = walk.entry_points(target_path)?;
+    let mut entries = Vec::new();
+    if opts.anchored {
+        let anchors = neighbours(view, target_path, opts.neighbours)
+            .into_iter()
+            .chain(seeds.iter().copied().take(opts.seeds));
+        for id in anchors {
+            let name = walk.name_of(id);
+            if !entries.contains(&name) {
+                entries.push(name);
+            }
+        }
+    }
+    for name in walk.entry_points(target_path)? {
+        if !entries.contains(&name) {
+            entries.push(name);
+        }
+    }
+    walk.trace.entry_functions = entries.clone();
     let trajectory = if opts.multihop {
         walk.multi_hop(entries)?
     } else {
@@ -216,14 +290,12 @@ impl Walk<'_, '_> {
             mapping.push_str(&format!("{path}: {}\n", short.join(", ")));
             candidates.extend(names);
         }
-        let entries = self.ask_subset(
+        self.ask_subset(
             "entry_functions",
             prompts::entry_functions(&mapping, self.opts.max_entry_functions),
             candidates,
             self.opts.max_entry_functions,
-        )?;
-        self.trace.entry_functions = entries.clone();
-        Ok(entries)
+        )
     }
 
     /// Algorithm 1: select → visit → expand, `max_hop` times or until no candidate is left.
@@ -268,26 +340,42 @@ impl Walk<'_, '_> {
         Ok(trajectory)
     }
 
-    /// The LLM names the callees of `id`; each survives only if it resolves to a visible
-    /// function of the repository (a class stands for its constructor).
+    /// The callees of `id` — named by the LLM, read from its parsed call sites, or both; each
+    /// survives only if it resolves to a visible function of the repository (a class stands
+    /// for its constructor).
     fn expand(&mut self, id: FnId) -> Result<Expansion, DyError> {
         let view = self.view;
-        let path = view.file_path(view.function_file(id)).to_string();
-        let code = self.code_of(id);
-        let lang = view
-            .file_symbols(&path)
-            .and_then(|s| s.lang)
-            .unwrap_or(Lang::Python);
-        let imports = render_imports(view.imports_of(&path), lang);
-        let answer = self.ask(
-            "expand",
-            prompts::expand(&path, &imports, &code),
-            Constraint::IdentArray {
-                pattern: IdentPattern::default(),
-                max_items: self.opts.max_callees,
-            },
-        )?;
-        let proposed = parse_array("expand", &answer)?;
+        let mut proposed = Vec::new();
+        if self.opts.expand != ExpandMode::Llm {
+            for call in &view.repository().function(id).calls {
+                let name = call.callee.strip_prefix("new ").unwrap_or(&call.callee);
+                if !matches!(name, "this" | "super") && !proposed.iter().any(|p| p == name) {
+                    proposed.push(name.to_string());
+                }
+            }
+        }
+        if self.opts.expand != ExpandMode::Static {
+            let path = view.file_path(view.function_file(id)).to_string();
+            let code = self.code_of(id);
+            let lang = view
+                .file_symbols(&path)
+                .and_then(|s| s.lang)
+                .unwrap_or(Lang::Python);
+            let imports = render_imports(view.imports_of(&path), lang);
+            let answer = self.ask(
+                "expand",
+                prompts::expand(&path, &imports, &code),
+                Constraint::IdentArray {
+                    pattern: IdentPattern::default(),
+                    max_items: self.opts.max_callees,
+                },
+            )?;
+            for name in parse_array("expand", &answer)? {
+                if !proposed.contains(&name) {
+                    proposed.push(name);
+                }
+            }
+        }
         let resolver = view.resolver();
         let mut kept = Vec::new();
         let mut dropped = Vec::new();
@@ -334,9 +422,18 @@ impl Walk<'_, '_> {
         if trajectory.len() <= self.opts.top_k {
             return Ok(trajectory.to_vec());
         }
+        let brief = trajectory.len() > self.opts.extract_full_code;
         let listing: Vec<(String, String)> = trajectory
             .iter()
-            .filter_map(|n| self.ids.get(n).map(|&id| (n.clone(), self.code_of(id))))
+            .filter_map(|n| {
+                let id = *self.ids.get(n)?;
+                let shown = if brief {
+                    self.summary_of(id)
+                } else {
+                    self.code_of(id)
+                };
+                Some((n.clone(), shown))
+            })
             .collect();
         self.ask_subset(
             "extract",
@@ -378,6 +475,19 @@ impl Walk<'_, '_> {
         );
         self.ids.entry(name.clone()).or_insert(id);
         name
+    }
+
+    /// Signature and the docstring's first line: what `extract` reads of a long trajectory.
+    fn summary_of(&self, id: FnId) -> String {
+        let signature = self.view.signature_text(id).unwrap_or_default();
+        let doc = self
+            .view
+            .function(id)
+            .and_then(|f| f.docstring.as_deref())
+            .and_then(|d| d.lines().map(str::trim).find(|l| !l.is_empty()))
+            .map(|l| format!("\n    # {l}"))
+            .unwrap_or_default();
+        format!("{signature}{doc}")
     }
 
     fn code_of(&self, id: FnId) -> String {
@@ -493,4 +603,27 @@ fn render_imports(imports: &[Import], lang: Lang) -> String {
         out.push_str("(none)\n");
     }
     out
+}
+
+/// Visible functions nearest to the target: its class's methods first, then the rest of its
+/// file, each by distance in lines from where the target is (the end of the file for a new
+/// function).
+fn neighbours(view: &MaskedView, target_path: &str, max: usize) -> Vec<FnId> {
+    let repo = view.repository();
+    let at = match view.hole() {
+        Some((_, span)) => span.start_line,
+        None => usize::MAX,
+    };
+    let class = view.target().and_then(|t| repo.function(t).class.clone());
+    let mut found: Vec<(bool, usize, FnId)> = view
+        .functions_in(target_path)
+        .into_iter()
+        .filter_map(|id| {
+            let f = view.function(id)?;
+            let other_class = class.is_none() || f.class != class;
+            Some((other_class, f.span.start_line.abs_diff(at), id))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().take(max).map(|(_, _, id)| id).collect()
 }

@@ -1,0 +1,2177 @@
+//! Grounding: checks a generated function's names against the repository model without running
+//! anything, so that a repair round can tell the model what does not exist and what does.
+//!
+//! Python only (Java targets get an empty [`Grounding`]). The generated definition is parsed with
+//! tree-sitter; every name it reads must be bound in the function (Python binds a name
+//! function-wide wherever it is assigned; nested scopes are merged into the function's, which only
+//! errs on the lenient side), a builtin, bound at the top level of the target's file (the masked
+//! file: without the target), or the target itself. For a method, `self.x` reads must name an
+//! attribute or method of the class or of its in-repo bases; a base from outside the repository
+//! turns that check off for the class, since it may provide anything.
+
+use super::Target;
+use crate::repo::lang;
+use crate::repo::mask::edit_distance;
+use crate::repo::symbols::{PY_BUILTINS, PY_STDLIB_MODULES};
+use crate::repo::{ClassId, Def, FnId, ImportTarget, Lang, MaskedView};
+use std::collections::HashSet;
+use tree_sitter::{Node, Tree};
+
+/// The result of checking one generated function.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Grounding {
+    /// The target's file (for the repair message).
+    pub path: String,
+    /// The target's language (`None` only in a default value).
+    pub lang: Option<Lang>,
+    /// Free names (and `self.x` attributes) that were looked up, in order of first use.
+    pub checked: Vec<String>,
+    pub problems: Vec<Problem>,
+    /// The target's class, when it is a method whose class is known.
+    pub class_name: Option<String>,
+    /// Attributes and methods of that class (own and in-repo inherited), for the repair message.
+    pub class_attributes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Problem {
+    pub kind: ProblemKind,
+    /// The undefined name, the missing attribute (without `self.`), the recursive call's name,
+    /// or where the function stops parsing (`line N: ...`).
+    pub name: String,
+    /// Close existing names (an `import` statement where the name exists elsewhere).
+    pub suggestions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProblemKind {
+    /// A name read in the function that nothing binds.
+    UndefinedName,
+    /// `self.x` read where the class (and its in-repo bases) has no `x`.
+    MissingAttribute,
+    /// The body only calls the target itself with its own arguments.
+    SelfRecursion,
+    /// The function does not parse.
+    Syntax,
+}
+
+impl Grounding {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Most attributes listed for a class in the repair message.
+const MAX_LISTED_ATTRIBUTES: usize = 30;
+/// Most suggestions per problem.
+const MAX_SUGGESTIONS: usize = 5;
+/// How deep base classes and wildcard imports are followed.
+const MAX_DEPTH: usize = 8;
+/// How deep syntax trees are walked (guards the stack against pathological nesting).
+const MAX_NODE_DEPTH: usize = 400;
+
+/// Checks `function` (the generated definition, header + body, indented as in its file with
+/// `target.indent` columns) against what the masked view shows.
+pub fn check(view: &MaskedView, target: &Target, function: &str) -> Grounding {
+    let mut g = Grounding {
+        path: target.path.clone(),
+        lang: Some(target.lang),
+        ..Grounding::default()
+    };
+    if target.lang == Lang::Java {
+        check_java(view, target, function, &mut g);
+        return g;
+    }
+    let source = dedent_first(function);
+    let Some(tree) = parse_python(&source) else {
+        return g;
+    };
+    let root = tree.root_node();
+    if root.has_error() {
+        g.problems.push(Problem {
+            kind: ProblemKind::Syntax,
+            name: syntax_location(&source, root, 0),
+            suggestions: Vec::new(),
+        });
+        return g;
+    }
+    let Some(def) = first_function(root) else {
+        g.problems.push(Problem {
+            kind: ProblemKind::Syntax,
+            name: "no function definition".into(),
+            suggestions: Vec::new(),
+        });
+        return g;
+    };
+    check_python(view, target, &source, def, &mut g);
+    g
+}
+
+/// The user message of the repair round: what is undefined and what exists instead; `None`
+/// when there are no problems.
+pub fn repair_request(g: &Grounding) -> Option<String> {
+    if g.problems.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let syntax: Vec<&Problem> = g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::Syntax)
+        .collect();
+    let java = g.lang == Some(Lang::Java);
+    let (language, fence, what) = if java {
+        ("Java", "java", "method")
+    } else {
+        ("Python", "python", "function")
+    };
+    if let Some(p) = syntax.first() {
+        out.push_str(&format!(
+            "Your {what} is not valid {language} ({}).\n",
+            p.name
+        ));
+    }
+    let names: Vec<&Problem> = g
+        .problems
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.kind,
+                ProblemKind::UndefinedName | ProblemKind::MissingAttribute
+            )
+        })
+        .collect();
+    if !names.is_empty() {
+        out.push_str(&format!(
+            "Your {what} uses names that do not exist in `{}`:\n",
+            g.path
+        ));
+        let class = g.class_name.as_deref().unwrap_or("the class");
+        for p in &names {
+            match p.kind {
+                ProblemKind::UndefinedName if java => {
+                    out.push_str(&format!(
+                        "- `{}(...)` is not a method of `{class}`, its superclasses or the static imports",
+                        p.name
+                    ));
+                }
+                ProblemKind::UndefinedName => {
+                    out.push_str(&format!("- `{}` is not defined", p.name));
+                }
+                _ => {
+                    out.push_str(&format!(
+                        "- `self.{}`: class `{class}` has no attribute `{}`",
+                        p.name, p.name
+                    ));
+                }
+            }
+            out.push_str(&did_you_mean(&p.suggestions));
+            out.push('\n');
+        }
+        if names
+            .iter()
+            .any(|p| p.kind == ProblemKind::MissingAttribute)
+            && !g.class_attributes.is_empty()
+        {
+            let shown: Vec<&str> = g
+                .class_attributes
+                .iter()
+                .take(MAX_LISTED_ATTRIBUTES)
+                .map(String::as_str)
+                .collect();
+            let more = if g.class_attributes.len() > shown.len() {
+                ", ..."
+            } else {
+                ""
+            };
+            out.push_str(&format!(
+                "Class `{class}` has these attributes and methods: {}{more}\n",
+                shown.join(", ")
+            ));
+        }
+    }
+    for p in g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::SelfRecursion)
+    {
+        out.push_str(&format!(
+            "Your {what} only calls `{}` itself with its own arguments: it would recurse forever. \
+             Implement what the {what} has to do instead.\n",
+            p.name
+        ));
+    }
+    if java {
+        out.push_str(
+            "Rewrite the complete method using only methods and names that exist (declared in \
+             the class or its superclasses, imported in the file, or parameters).",
+        );
+    } else {
+        out.push_str(
+            "Rewrite the complete function using only names that exist (imported in the file, \
+             defined in the file, builtins, or parameters; you may import a module inside the \
+             function).",
+        );
+    }
+    out.push_str(&format!(
+        " Reply with the complete {what} in one ```{fence} code block."
+    ));
+    Some(out)
+}
+
+fn did_you_mean(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        return String::new();
+    }
+    let (imports, names): (Vec<&String>, Vec<&String>) = suggestions
+        .iter()
+        .partition(|s| s.starts_with("import ") || s.starts_with("from "));
+    let mut parts = Vec::new();
+    if !names.is_empty() {
+        let list: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+        parts.push(format!("did you mean {}?", list.join(" or ")));
+    }
+    if !imports.is_empty() {
+        let list: Vec<String> = imports.iter().map(|n| format!("`{n}`")).collect();
+        parts.push(format!("it can be imported: {}", list.join(" or ")));
+    }
+    format!(" ({})", parts.join("; "))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python
+
+fn parse_python(source: &str) -> Option<Tree> {
+    lang::parse_tree(Lang::Python, source)
+}
+
+fn parse_java(source: &str) -> Option<Tree> {
+    lang::parse_tree(Lang::Java, source)
+}
+
+/// Removes the first non-blank line's indentation from every line (as much of it as a line has).
+fn dedent_first(text: &str) -> String {
+    let indent = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .unwrap_or(0);
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let ws = line.len() - line.trim_start().len();
+        out.push_str(line.get(ws.min(indent)..).unwrap_or(line.trim_start()));
+        out.push('\n');
+    }
+    out
+}
+
+fn text<'s>(src: &'s str, node: Node) -> &'s str {
+    node.utf8_text(src.as_bytes()).unwrap_or("")
+}
+
+fn named_children<'t>(node: Node<'t>) -> Vec<Node<'t>> {
+    let mut c = node.walk();
+    node.named_children(&mut c).collect()
+}
+
+/// `line N: near `...`` for the first error or missing node (`skip`: lines added before the
+/// function).
+fn syntax_location(src: &str, root: Node, skip: usize) -> String {
+    fn first_bad(node: Node) -> Option<Node> {
+        if node.is_error() || node.is_missing() {
+            return Some(node);
+        }
+        if !node.has_error() {
+            return None;
+        }
+        let mut c = node.walk();
+        let children: Vec<Node> = node.children(&mut c).collect();
+        children.into_iter().find_map(first_bad)
+    }
+    let Some(bad) = first_bad(root) else {
+        return "syntax error".into();
+    };
+    let line = (bad.start_position().row + 1).saturating_sub(skip).max(1);
+    if bad.is_missing() {
+        return format!("line {line}: missing `{}`", bad.kind());
+    }
+    let snippet: String = text(src, bad)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(40)
+        .collect();
+    if snippet.is_empty() {
+        format!("line {line}: syntax error")
+    } else {
+        format!("line {line}: syntax error near `{snippet}`")
+    }
+}
+
+/// The first top-level function definition (possibly decorated).
+fn first_function(root: Node) -> Option<Node> {
+    named_children(root)
+        .into_iter()
+        .find_map(|n| match n.kind() {
+            "function_definition" => Some(n),
+            "decorated_definition" => n
+                .child_by_field_name("definition")
+                .filter(|d| d.kind() == "function_definition"),
+            _ => None,
+        })
+}
+
+fn decorators_of(def: Node) -> Vec<Node> {
+    def.parent()
+        .filter(|p| p.kind() == "decorated_definition")
+        .map(|p| {
+            named_children(p)
+                .into_iter()
+                .filter(|n| n.kind() == "decorator")
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Parameter names in order, with `*` / `**` markers; bare `*` and `/` are left out.
+fn param_names(src: &str, params: Node) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in named_children(params) {
+        let name = match p.kind() {
+            "identifier" => Some(text(src, p).to_string()),
+            "default_parameter" | "typed_default_parameter" => p
+                .child_by_field_name("name")
+                .map(|n| text(src, n).to_string()),
+            "typed_parameter" => p.named_child(0).map(|n| splat_name(src, n)),
+            "list_splat_pattern" | "dictionary_splat_pattern" => Some(splat_name(src, p)),
+            "tuple_pattern" => Some(text(src, p).to_string()),
+            _ => None,
+        };
+        out.extend(name);
+    }
+    out
+}
+
+fn splat_name(src: &str, n: Node) -> String {
+    match n.kind() {
+        "list_splat_pattern" => format!("*{}", n.named_child(0).map_or("", |i| text(src, i))),
+        "dictionary_splat_pattern" => {
+            format!("**{}", n.named_child(0).map_or("", |i| text(src, i)))
+        }
+        _ => text(src, n).to_string(),
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// Collects the names a piece of code binds.
+#[derive(Default)]
+struct Binder<'s> {
+    src: &'s str,
+    /// The instance parameter whose attribute assignments are recorded.
+    self_name: Option<String>,
+    /// Top level of a module or class body: definitions bind their names and are not entered.
+    top_level: bool,
+    bound: HashSet<String>,
+    /// `self.x` assigned (or deleted, or bound by `for` / `with`).
+    self_assigned: HashSet<String>,
+    /// Attribute nodes in store position.
+    stores: HashSet<usize>,
+    /// `from x import *` seen (module level).
+    wildcard: bool,
+    /// Nesting depth of the walk (deeper nodes are not looked at).
+    depth: usize,
+}
+
+impl<'s> Binder<'s> {
+    fn new(src: &'s str, self_name: Option<String>, top_level: bool) -> Self {
+        Binder {
+            src,
+            self_name,
+            top_level,
+            ..Binder::default()
+        }
+    }
+
+    fn bind(&mut self, name: &str) {
+        if is_identifier(name) {
+            self.bound.insert(name.to_string());
+        }
+    }
+
+    fn params(&mut self, params: Node) {
+        for p in param_names(self.src, params) {
+            let p = p.trim_start_matches('*');
+            if p.starts_with('(') {
+                continue;
+            }
+            self.bind(p);
+        }
+        // Tuple parameters (Python 2) and their parts.
+        for p in named_children(params) {
+            if p.kind() == "tuple_pattern" {
+                self.target(p);
+            }
+        }
+    }
+
+    fn target(&mut self, node: Node) {
+        match node.kind() {
+            "identifier" => self.bind(text(self.src, node)),
+            "as_pattern_target" => {
+                let children = named_children(node);
+                if children.is_empty() {
+                    self.bind(text(self.src, node).trim());
+                } else {
+                    for c in children {
+                        self.target(c);
+                    }
+                }
+            }
+            "pattern_list"
+            | "tuple_pattern"
+            | "list_pattern"
+            | "tuple"
+            | "list"
+            | "parenthesized_expression"
+            | "expression_list"
+            | "list_splat_pattern"
+            | "list_splat"
+            | "splat_pattern" => {
+                for c in named_children(node) {
+                    self.target(c);
+                }
+            }
+            "attribute" => {
+                self.stores.insert(node.id());
+                let object = node.child_by_field_name("object");
+                let attr = node.child_by_field_name("attribute");
+                if let (Some(o), Some(a), Some(me)) = (object, attr, self.self_name.as_deref()) {
+                    if o.kind() == "identifier" && text(self.src, o) == me {
+                        self.self_assigned.insert(text(self.src, a).to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn walk(&mut self, node: Node) {
+        if self.depth > MAX_NODE_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        self.walk_node(node);
+        self.depth -= 1;
+    }
+
+    fn walk_node(&mut self, node: Node) {
+        match node.kind() {
+            "function_definition" => {
+                if let Some(n) = node.child_by_field_name("name") {
+                    self.bind(text(self.src, n));
+                }
+                if self.top_level {
+                    return;
+                }
+                if let Some(p) = node.child_by_field_name("parameters") {
+                    self.params(p);
+                }
+                if let Some(b) = node.child_by_field_name("body") {
+                    self.walk(b);
+                }
+                return;
+            }
+            "class_definition" => {
+                if let Some(n) = node.child_by_field_name("name") {
+                    self.bind(text(self.src, n));
+                }
+                if self.top_level {
+                    return;
+                }
+                if let Some(b) = node.child_by_field_name("body") {
+                    self.walk(b);
+                }
+                return;
+            }
+            "lambda" => {
+                if self.top_level {
+                    return;
+                }
+                if let Some(p) = node.child_by_field_name("parameters") {
+                    self.params(p);
+                }
+            }
+            "assignment" | "augmented_assignment" | "for_statement" | "for_in_clause" => {
+                if let Some(l) = node.child_by_field_name("left") {
+                    self.target(l);
+                }
+            }
+            "as_pattern" | "except_clause" => {
+                if let Some(a) = node.child_by_field_name("alias") {
+                    self.target(a);
+                }
+            }
+            "named_expression" => {
+                if let Some(n) = node.child_by_field_name("name") {
+                    self.bind(text(self.src, n));
+                }
+            }
+            "global_statement" | "nonlocal_statement" => {
+                for c in named_children(node) {
+                    if c.kind() == "identifier" {
+                        self.bind(text(self.src, c));
+                    }
+                }
+                return;
+            }
+            "import_statement" | "import_from_statement" | "future_import_statement" => {
+                self.import(node);
+                return;
+            }
+            "delete_statement" => {
+                for c in named_children(node) {
+                    self.target(c);
+                }
+            }
+            "case_pattern" => {
+                self.case_pattern(node);
+                return;
+            }
+            _ => {}
+        }
+        for c in named_children(node) {
+            // At the top level only statements bind names (expressions are not entered).
+            if !self.top_level || TOP_LEVEL_KINDS.contains(&c.kind()) {
+                self.walk(c);
+            }
+        }
+    }
+
+    fn import(&mut self, node: Node) {
+        let mut c = node.walk();
+        let names: Vec<Node> = node.children_by_field_name("name", &mut c).collect();
+        for n in names {
+            match n.kind() {
+                "aliased_import" => {
+                    if let Some(a) = n.child_by_field_name("alias") {
+                        self.bind(text(self.src, a));
+                    }
+                }
+                _ => {
+                    let t = text(self.src, n);
+                    let head = if node.kind() == "import_statement" {
+                        t.split('.').next().unwrap_or(t)
+                    } else {
+                        t.rsplit('.').next().unwrap_or(t)
+                    };
+                    self.bind(head.trim());
+                }
+            }
+        }
+        if named_children(node)
+            .iter()
+            .any(|n| n.kind() == "wildcard_import")
+        {
+            self.wildcard = true;
+        }
+    }
+
+    /// Captures of a `case` pattern: identifiers, except dotted value patterns (`Color.RED`).
+    fn case_pattern(&mut self, node: Node) {
+        match node.kind() {
+            "identifier" => self.bind(text(self.src, node)),
+            "dotted_name" => {
+                let parts = named_children(node);
+                if parts.len() == 1 {
+                    self.bind(text(self.src, parts[0]));
+                }
+            }
+            "as_pattern" => {
+                if let Some(a) = node.child_by_field_name("alias") {
+                    self.target(a);
+                }
+                for c in named_children(node) {
+                    self.case_pattern(c);
+                }
+            }
+            _ => {
+                for c in named_children(node) {
+                    self.case_pattern(c);
+                }
+            }
+        }
+    }
+}
+
+/// What a top-level walk enters: statements, their blocks and clauses, and binding forms.
+const TOP_LEVEL_KINDS: &[&str] = &[
+    "module",
+    "block",
+    "if_statement",
+    "elif_clause",
+    "else_clause",
+    "try_statement",
+    "except_clause",
+    "except_group_clause",
+    "finally_clause",
+    "with_statement",
+    "with_clause",
+    "with_item",
+    "as_pattern",
+    "for_statement",
+    "while_statement",
+    "match_statement",
+    "case_clause",
+    "case_pattern",
+    "expression_statement",
+    "decorated_definition",
+    "function_definition",
+    "class_definition",
+    "assignment",
+    "augmented_assignment",
+    "named_expression",
+    "import_statement",
+    "import_from_statement",
+    "future_import_statement",
+    "global_statement",
+    "nonlocal_statement",
+];
+
+/// Collects the names a function body reads and its `self.x` reads.
+struct Uses<'s, 'b> {
+    src: &'s str,
+    self_name: Option<&'b str>,
+    stores: &'b HashSet<usize>,
+    names: Vec<String>,
+    attrs: Vec<String>,
+    /// `setattr(self, ...)`, `self.__dict__`, `vars(self)`: attributes are made dynamically.
+    dynamic_attrs: bool,
+    depth: usize,
+}
+
+impl Uses<'_, '_> {
+    fn record(list: &mut Vec<String>, name: &str) {
+        if !list.iter().any(|n| n == name) {
+            list.push(name.to_string());
+        }
+    }
+
+    /// Walks `node`; `self_visible`: whether the instance parameter means the function's own here.
+    fn walk(&mut self, node: Node, self_visible: bool) {
+        if self.depth > MAX_NODE_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        self.walk_node(node, self_visible);
+        self.depth -= 1;
+    }
+
+    fn walk_node(&mut self, node: Node, self_visible: bool) {
+        match node.kind() {
+            "identifier" => {
+                let t = text(self.src, node);
+                if is_identifier(t) {
+                    Self::record(&mut self.names, t);
+                }
+            }
+            "attribute" => {
+                let object = node.child_by_field_name("object");
+                if let (Some(o), Some(a), Some(me), true) = (
+                    object,
+                    node.child_by_field_name("attribute"),
+                    self.self_name,
+                    self_visible,
+                ) {
+                    if o.kind() == "identifier" && text(self.src, o) == me {
+                        let attr = text(self.src, a);
+                        if attr == "__dict__" {
+                            self.dynamic_attrs = true;
+                        }
+                        if !self.stores.contains(&node.id()) {
+                            Self::record(&mut self.attrs, attr);
+                        }
+                    }
+                }
+                if let Some(o) = object {
+                    self.walk(o, self_visible);
+                }
+            }
+            "call" => {
+                let f = node.child_by_field_name("function");
+                if let (Some(f), Some(me)) = (f, self.self_name) {
+                    let fname = text(self.src, f);
+                    if matches!(fname, "setattr" | "vars") {
+                        let args = node
+                            .child_by_field_name("arguments")
+                            .map(named_children)
+                            .unwrap_or_default();
+                        if args.first().is_some_and(|a| text(self.src, *a) == me) {
+                            self.dynamic_attrs = true;
+                        }
+                    }
+                }
+                for c in named_children(node) {
+                    self.walk(c, self_visible);
+                }
+            }
+            "keyword_argument" => {
+                if let Some(v) = node.child_by_field_name("value") {
+                    self.walk(v, self_visible);
+                }
+            }
+            "string" => {
+                for c in named_children(node) {
+                    if c.kind() == "interpolation" {
+                        self.walk(c, self_visible);
+                    }
+                }
+            }
+            "interpolation" | "format_specifier" => {
+                for c in named_children(node) {
+                    if matches!(c.kind(), "type_conversion") {
+                        continue;
+                    }
+                    self.walk(c, self_visible);
+                }
+            }
+            "function_definition" => {
+                let params = node.child_by_field_name("parameters");
+                let shadows = params.is_some_and(|p| self.rebinds_self(p));
+                for d in decorators_of(node) {
+                    self.walk(d, self_visible);
+                }
+                if let Some(p) = params {
+                    self.defaults(p, self_visible);
+                }
+                if let Some(b) = node.child_by_field_name("body") {
+                    self.walk(b, self_visible && !shadows);
+                }
+            }
+            "lambda" => {
+                let params = node.child_by_field_name("parameters");
+                let shadows = params.is_some_and(|p| self.rebinds_self(p));
+                if let Some(p) = params {
+                    self.defaults(p, self_visible);
+                }
+                if let Some(b) = node.child_by_field_name("body") {
+                    self.walk(b, self_visible && !shadows);
+                }
+            }
+            "class_definition" => {
+                for d in decorators_of(node) {
+                    self.walk(d, self_visible);
+                }
+                if let Some(s) = node.child_by_field_name("superclasses") {
+                    self.walk(s, self_visible);
+                }
+                if let Some(b) = node.child_by_field_name("body") {
+                    self.walk(b, false);
+                }
+            }
+            "decorated_definition" => {
+                if let Some(d) = node.child_by_field_name("definition") {
+                    self.walk(d, self_visible);
+                }
+            }
+            "import_statement"
+            | "import_from_statement"
+            | "future_import_statement"
+            | "global_statement"
+            | "nonlocal_statement"
+            | "type"
+            | "case_pattern"
+            | "dotted_name"
+            | "parameters"
+            | "lambda_parameters"
+            | "type_alias_statement"
+            | "comment" => {}
+            "assignment" => {
+                // An annotation without value binds nothing and reads nothing.
+                for field in ["left", "right"] {
+                    if let Some(c) = node.child_by_field_name(field) {
+                        self.walk(c, self_visible);
+                    }
+                }
+            }
+            _ => {
+                for c in named_children(node) {
+                    self.walk(c, self_visible);
+                }
+            }
+        }
+    }
+
+    fn rebinds_self(&self, params: Node) -> bool {
+        self.self_name.is_some_and(|me| {
+            param_names(self.src, params)
+                .iter()
+                .any(|p| p.trim_start_matches('*') == me)
+        })
+    }
+
+    fn defaults(&mut self, params: Node, self_visible: bool) {
+        for p in named_children(params) {
+            if matches!(p.kind(), "default_parameter" | "typed_default_parameter") {
+                if let Some(v) = p.child_by_field_name("value") {
+                    self.walk(v, self_visible);
+                }
+            }
+        }
+    }
+}
+
+/// Bases that add nothing a generated method would read.
+const PLAIN_BASES: &[&str] = &[
+    "object",
+    "ABC",
+    "abc.ABC",
+    "Generic",
+    "typing.Generic",
+    "Protocol",
+    "typing.Protocol",
+];
+
+/// Names bound at the top level of a Python module: imports, definitions, assignments (also in
+/// top-level `if` / `try` / `with` / `for` blocks), and `global` declarations anywhere.
+struct ModuleNames {
+    names: HashSet<String>,
+    /// A wildcard import that could not be followed: any name may exist.
+    open: bool,
+}
+
+fn top_level_names(src: &str) -> Option<(HashSet<String>, bool)> {
+    let tree = parse_python(src)?;
+    let root = tree.root_node();
+    let mut b = Binder::new(src, None, true);
+    b.walk(root);
+    let mut names = b.bound;
+    collect_globals(src, root, &mut names);
+    Some((names, b.wildcard))
+}
+
+/// Names declared `global` anywhere in the file (an iterative walk: files can nest deeply).
+fn collect_globals(src: &str, root: Node, out: &mut HashSet<String>) {
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        let mut descend = true;
+        if node.kind() == "global_statement" {
+            for c in named_children(node) {
+                if c.kind() == "identifier" {
+                    out.insert(text(src, c).to_string());
+                }
+            }
+            descend = false;
+        }
+        if descend && cursor.goto_first_child() {
+            continue;
+        }
+        loop {
+            if cursor.goto_next_sibling() {
+                break;
+            }
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// The module-level names of `path` (as the view shows it), following wildcard imports into
+/// in-repo modules.
+fn module_names(view: &MaskedView, path: &str) -> ModuleNames {
+    let mut out = ModuleNames {
+        names: HashSet::new(),
+        open: false,
+    };
+    let mut seen = HashSet::new();
+    add_module_names(view, path, &mut out, &mut seen, 0);
+    out
+}
+
+fn add_module_names(
+    view: &MaskedView,
+    path: &str,
+    out: &mut ModuleNames,
+    seen: &mut HashSet<String>,
+    depth: usize,
+) {
+    if depth > MAX_DEPTH || !seen.insert(path.to_string()) {
+        return;
+    }
+    let Some(src) = view.file_text(path) else {
+        return;
+    };
+    let Some((names, wildcard)) = top_level_names(src) else {
+        return;
+    };
+    out.names.extend(names);
+    if !wildcard {
+        return;
+    }
+    let Some(file) = view.file_id(path) else {
+        out.open = true;
+        return;
+    };
+    let resolver = view.resolver();
+    for imp in view
+        .imports_of(path)
+        .iter()
+        .filter(|i| i.is_wildcard && i.scope.is_none())
+    {
+        match resolver.resolve_import(file, imp) {
+            Ok(ImportTarget::Module { files }) => {
+                for f in files {
+                    let p = view.file_path(f).to_string();
+                    add_module_names(view, &p, out, seen, depth + 1);
+                }
+            }
+            _ => out.open = true,
+        }
+    }
+}
+
+/// What is known about the target's class.
+struct ClassInfo {
+    name: String,
+    /// Attributes and methods of the class and its in-repo bases; `None` when a base (or dynamic
+    /// attribute creation) makes the set unknowable.
+    attrs: Option<Vec<String>>,
+    /// The same, for suggestions and the repair message, even when incomplete.
+    known: Vec<String>,
+}
+
+fn class_info(view: &MaskedView, class: ClassId) -> ClassInfo {
+    let repo = view.repository();
+    let name = repo.class(class).name.clone();
+    let mut known = Vec::new();
+    let mut seen = HashSet::new();
+    let complete = collect_class_attrs(view, class, &mut known, &mut seen, 0);
+    ClassInfo {
+        name,
+        attrs: complete.then(|| known.clone()),
+        known,
+    }
+}
+
+/// Adds the attributes of `class` and its bases to `out`; false when they cannot all be known.
+fn collect_class_attrs(
+    view: &MaskedView,
+    class: ClassId,
+    out: &mut Vec<String>,
+    seen: &mut HashSet<ClassId>,
+    depth: usize,
+) -> bool {
+    if depth > MAX_DEPTH || !seen.insert(class) {
+        return true;
+    }
+    let repo = view.repository();
+    let c = view.class(class).unwrap_or_else(|| repo.class(class));
+    let push = |name: &str, out: &mut Vec<String>| {
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    };
+    for m in &c.members {
+        push(m, out);
+    }
+    for m in &c.methods {
+        push(m.rsplit('.').next().unwrap_or(m), out);
+    }
+    let mut complete = true;
+    if let Some((attrs, dynamic)) = class_source_attrs(view, &c.path, &c.qualname) {
+        let mut attrs: Vec<String> = attrs.into_iter().collect();
+        attrs.sort();
+        for a in attrs {
+            push(&a, out);
+        }
+        complete &= !dynamic;
+    }
+    let file = repo.class_file(class);
+    let resolver = view.resolver();
+    for base in &c.bases {
+        if base.contains('=') {
+            continue;
+        }
+        let base = base.split(['[', '(']).next().unwrap_or(base).trim();
+        if base.is_empty() || PLAIN_BASES.contains(&base) {
+            continue;
+        }
+        let classes: Vec<ClassId> = match resolver.resolve_in_file(file, base) {
+            Ok(defs) => defs
+                .into_iter()
+                .filter_map(|d| match d {
+                    Def::Class(id) => Some(id),
+                    Def::Function(_) => None,
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if classes.is_empty() {
+            complete = false;
+            continue;
+        }
+        for b in classes {
+            complete &= collect_class_attrs(view, b, out, seen, depth + 1);
+        }
+    }
+    complete
+}
+
+/// Attributes a class's source defines: names bound in its body, and `self.x` assigned in any of
+/// its methods; and whether it makes attributes dynamically (`__getattr__`, `setattr`,
+/// `__dict__`).
+fn class_source_attrs(
+    view: &MaskedView,
+    path: &str,
+    qualname: &str,
+) -> Option<(HashSet<String>, bool)> {
+    let src = view.file_text(path)?;
+    let module = view
+        .file_symbols(path)
+        .map(|s| s.module.as_str())
+        .unwrap_or("");
+    let rel = if module.is_empty() {
+        qualname
+    } else {
+        qualname
+            .strip_prefix(module)
+            .and_then(|r| r.strip_prefix('.'))
+            .unwrap_or(qualname)
+    };
+    let parts: Vec<&str> = rel.split('.').collect();
+    let tree = parse_python(src)?;
+    let class = find_definition(src, tree.root_node(), &parts)?;
+    let body = class.child_by_field_name("body")?;
+    let mut attrs = HashSet::new();
+    let mut top = Binder::new(src, None, true);
+    top.walk(body);
+    attrs.extend(top.bound);
+    for stmt in named_children(body) {
+        let def = match stmt.kind() {
+            "function_definition" => Some(stmt),
+            "decorated_definition" => stmt.child_by_field_name("definition"),
+            _ => None,
+        };
+        let Some(def) = def.filter(|d| d.kind() == "function_definition") else {
+            continue;
+        };
+        let me = def
+            .child_by_field_name("parameters")
+            .and_then(|p| param_names(src, p).into_iter().next())
+            .filter(|p| is_identifier(p));
+        let Some(me) = me else { continue };
+        let mut b = Binder::new(src, Some(me), false);
+        if let Some(body) = def.child_by_field_name("body") {
+            b.walk(body);
+        }
+        attrs.extend(b.self_assigned);
+    }
+    let code = text(src, class);
+    let dynamic = code.contains("__getattr__")
+        || code.contains("__getattribute__")
+        || code.contains("__dict__")
+        || code.contains("setattr(");
+    Some((attrs, dynamic))
+}
+
+/// The definition (class or function) at the nesting path `parts` under `node`.
+fn find_definition<'t>(src: &str, node: Node<'t>, parts: &[&str]) -> Option<Node<'t>> {
+    let (first, rest) = parts.split_first()?;
+    for c in named_children(node) {
+        let def = match c.kind() {
+            "class_definition" | "function_definition" => c,
+            "decorated_definition" => match c.child_by_field_name("definition") {
+                Some(d) => d,
+                None => continue,
+            },
+            // Definitions inside top-level `if` / `try` blocks.
+            "if_statement" | "try_statement" | "with_statement" | "else_clause" | "elif_clause"
+            | "except_clause" | "finally_clause" | "block" => {
+                if let Some(found) = find_definition(src, c, parts) {
+                    return Some(found);
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        if def.child_by_field_name("name").map(|n| text(src, n)) != Some(*first) {
+            continue;
+        }
+        if rest.is_empty() {
+            return Some(def);
+        }
+        if let Some(body) = def.child_by_field_name("body") {
+            if let Some(found) = find_definition(src, body, rest) {
+                return Some(found);
+            }
+        }
+    }
+    None
+}
+
+/// Names bound in the functions that enclose the target (a nested function sees them).
+fn enclosing_function_names(view: &MaskedView, id: FnId) -> HashSet<String> {
+    let repo = view.repository();
+    let resolver = view.resolver();
+    let f = repo.function(id);
+    let module = view
+        .file_symbols(&f.path)
+        .map(|s| s.module.clone())
+        .unwrap_or_default();
+    let mut out = HashSet::new();
+    let mut q = f.qualname.as_str();
+    while let Some(i) = q.rfind('.') {
+        q = &q[..i];
+        if q.len() <= module.len() {
+            break;
+        }
+        for d in resolver.lookup_qualname(q) {
+            let Def::Function(fid) = d else { continue };
+            if repo.function_file(fid) != repo.function_file(id) {
+                continue;
+            }
+            let Some(code) = view.function_code(fid) else {
+                continue;
+            };
+            // The definition starts at its column; indent its first line as in the file.
+            let column = repo
+                .file(repo.function_file(fid))
+                .text
+                .as_deref()
+                .map(|t| {
+                    let start = repo.function(fid).span.start_byte.min(t.len());
+                    start - t[..start].rfind('\n').map_or(0, |n| n + 1)
+                })
+                .unwrap_or(0);
+            let src = dedent_first(&format!("{}{code}", " ".repeat(column)));
+            let Some(tree) = parse_python(&src) else {
+                continue;
+            };
+            if let Some(def) = first_function(tree.root_node()) {
+                let mut b = Binder::new(&src, None, false);
+                b.walk(def);
+                out.extend(b.bound);
+            }
+        }
+    }
+    out
+}
+
+fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mut Grounding) {
+    let params_node = def.child_by_field_name("parameters");
+    let params: Vec<String> = params_node.map(|p| param_names(src, p)).unwrap_or_default();
+    let static_method = decorators_of(def)
+        .iter()
+        .any(|d| text(src, *d).trim_start_matches('@').trim() == "staticmethod")
+        || target
+            .signature
+            .lines()
+            .any(|l| l.trim() == "@staticmethod");
+    let target_id = view.target();
+    let class = target_id.and_then(|id| view.resolver().enclosing_class(id));
+    let class = class.map(|c| class_info(view, c));
+    let self_name: Option<String> = if class.is_some() && !static_method {
+        params.first().filter(|p| is_identifier(p)).cloned()
+    } else {
+        None
+    };
+
+    // What the function binds, and what it reads.
+    let mut binder = Binder::new(src, self_name.clone(), false);
+    if let Some(p) = params_node {
+        binder.params(p);
+    }
+    if let Some(body) = def.child_by_field_name("body") {
+        binder.walk(body);
+    }
+    let mut uses = Uses {
+        src,
+        self_name: self_name.as_deref(),
+        stores: &binder.stores,
+        names: Vec::new(),
+        attrs: Vec::new(),
+        dynamic_attrs: false,
+        depth: 0,
+    };
+    if let Some(p) = params_node {
+        uses.defaults(p, false);
+    }
+    if let Some(body) = def.child_by_field_name("body") {
+        uses.walk(body, true);
+    }
+
+    // What the file and the enclosing scopes bind.
+    let module = module_names(view, &target.path);
+    let mut outer: HashSet<String> = module.names.clone();
+    if let Some(c) = &class {
+        outer.insert(c.name.clone());
+    }
+    if class.is_none() {
+        outer.insert(target.name.clone());
+    }
+    if let Some(id) = target_id {
+        outer.extend(enclosing_function_names(view, id));
+    }
+
+    for name in &uses.names {
+        if binder.bound.contains(name) {
+            continue;
+        }
+        g.checked.push(name.clone());
+        if outer.contains(name) || PY_BUILTINS.contains(&name.as_str()) || module.open {
+            continue;
+        }
+        let suggestions = name_suggestions(
+            view,
+            name,
+            &binder.bound,
+            &outer,
+            class.as_ref(),
+            self_name.as_deref(),
+        );
+        g.problems.push(Problem {
+            kind: ProblemKind::UndefinedName,
+            name: name.clone(),
+            suggestions,
+        });
+    }
+
+    if let (Some(c), Some(me)) = (&class, self_name.as_deref()) {
+        g.class_name = Some(c.name.clone());
+        g.class_attributes = c
+            .known
+            .iter()
+            .filter(|a| !(a.starts_with("__") && a.ends_with("__")))
+            .cloned()
+            .collect();
+        for attr in &uses.attrs {
+            g.checked.push(format!("{me}.{attr}"));
+            let Some(attrs) = &c.attrs else { continue };
+            if uses.dynamic_attrs
+                || attrs.contains(attr)
+                || binder.self_assigned.contains(attr)
+                || *attr == target.name
+                || (attr.starts_with("__") && attr.ends_with("__"))
+            {
+                continue;
+            }
+            let mut pool: Vec<&str> = attrs.iter().map(String::as_str).collect();
+            pool.extend(binder.self_assigned.iter().map(String::as_str));
+            g.problems.push(Problem {
+                kind: ProblemKind::MissingAttribute,
+                name: attr.clone(),
+                suggestions: close_names(attr, pool),
+            });
+        }
+    }
+
+    if let Some(p) = self_recursion(
+        src,
+        def,
+        target,
+        &params,
+        self_name.as_deref(),
+        class.is_some(),
+    ) {
+        g.problems.push(p);
+    }
+}
+
+/// Suggestions for an undefined name: close names in scope, `self.x` for a class attribute, an
+/// import of an in-repo definition or module of that name, `import m` for a standard module.
+fn name_suggestions(
+    view: &MaskedView,
+    name: &str,
+    local: &HashSet<String>,
+    outer: &HashSet<String>,
+    class: Option<&ClassInfo>,
+    self_name: Option<&str>,
+) -> Vec<String> {
+    let mut pool: Vec<&str> = outer.iter().map(String::as_str).collect();
+    pool.extend(local.iter().map(String::as_str));
+    let mut out = close_names(name, pool);
+    let builtins = PY_BUILTINS.iter().copied().filter(|b| !b.starts_with('_'));
+    for b in close_names(name, builtins.collect()) {
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    if let (Some(c), Some(me)) = (class, self_name) {
+        for a in close_names(name, c.known.iter().map(String::as_str).collect())
+            .into_iter()
+            .chain(c.known.iter().filter(|a| *a == name).cloned())
+        {
+            let s = format!("{me}.{a}");
+            if !out.contains(&s) {
+                out.insert(0, s);
+            }
+        }
+    }
+    // Defined at the top level of another visible module, or a module of this repository.
+    let repo = view.repository();
+    let resolver = view.resolver();
+    let mut imports = Vec::new();
+    for d in resolver.lookup_name(name) {
+        let (qual, path) = (
+            repo.qualname(d),
+            match d {
+                Def::Function(f) => repo.function(f).path.as_str(),
+                Def::Class(c) => repo.class(c).path.as_str(),
+            },
+        );
+        let module = view.file_symbols(path).map(|s| s.module.as_str());
+        if let Some(m) = module.filter(|m| !m.is_empty() && qual == format!("{m}.{name}")) {
+            let s = format!("from {m} import {name}");
+            if !imports.contains(&s) {
+                imports.push(s);
+            }
+        }
+    }
+    for f in view.files() {
+        if let Some(m) = view.file_symbols(f.path).map(|s| s.module.as_str()) {
+            if m.rsplit('.').next() == Some(name) {
+                let s = match m.rsplit_once('.') {
+                    Some((pkg, _)) => format!("from {pkg} import {name}"),
+                    None => format!("import {name}"),
+                };
+                if !imports.contains(&s) {
+                    imports.push(s);
+                }
+            }
+        }
+    }
+    if imports.is_empty() && PY_STDLIB_MODULES.binary_search(&name).is_ok() {
+        imports.push(format!("import {name}"));
+    }
+    imports.truncate(3);
+    out.extend(imports);
+    out.truncate(MAX_SUGGESTIONS);
+    out
+}
+
+/// Up to [`MAX_SUGGESTIONS`] names of `pool` close to `name`: equal modulo case and
+/// underscores, within an edit distance of a third of its length, or one containing the other.
+fn close_names(name: &str, pool: Vec<&str>) -> Vec<String> {
+    let lower = name.to_lowercase();
+    let squeezed = lower.replace('_', "");
+    let limit = (name.chars().count() / 3).max(1);
+    let mut scored: Vec<(usize, &str)> = Vec::new();
+    for cand in pool {
+        if cand == name || scored.iter().any(|(_, c)| *c == cand) {
+            continue;
+        }
+        let cl = cand.to_lowercase();
+        let score = if cl.replace('_', "") == squeezed && !squeezed.is_empty() {
+            0
+        } else {
+            let d = edit_distance(&cl, &lower);
+            if d <= limit {
+                d
+            } else {
+                let (short, long) = if cl.len() < lower.len() {
+                    (&cl, &lower)
+                } else {
+                    (&lower, &cl)
+                };
+                let short_core = short.trim_matches('_');
+                if short_core.len() >= 4 && long.contains(short_core) {
+                    10 + long.len() - short.len()
+                } else {
+                    continue;
+                }
+            }
+        };
+        scored.push((score, cand));
+    }
+    scored.sort();
+    scored
+        .into_iter()
+        .take(MAX_SUGGESTIONS)
+        .map(|(_, c)| c.to_string())
+        .collect()
+}
+
+/// A body that is only `return f(args)` / `f(args)` (or `self.f(...)`) with the function's own
+/// parameters in order.
+fn self_recursion(
+    src: &str,
+    def: Node,
+    target: &Target,
+    params: &[String],
+    self_name: Option<&str>,
+    is_method: bool,
+) -> Option<Problem> {
+    let body = def.child_by_field_name("body")?;
+    let stmts: Vec<Node> = named_children(body)
+        .into_iter()
+        .filter(|s| s.kind() != "comment" && s.kind() != "pass_statement")
+        .enumerate()
+        .filter(|(i, s)| !(*i == 0 && is_docstring(*s)))
+        .map(|(_, s)| s)
+        .collect();
+    let [stmt] = stmts.as_slice() else {
+        return None;
+    };
+    let expr = match stmt.kind() {
+        "return_statement" | "expression_statement" => stmt.named_child(0)?,
+        _ => return None,
+    };
+    let expr = if expr.kind() == "await" {
+        expr.named_child(0)?
+    } else {
+        expr
+    };
+    if expr.kind() != "call" {
+        return None;
+    }
+    let callee = expr.child_by_field_name("function")?;
+    // Which parameters the call must pass: all for a plain call, all but the first through
+    // `self.` (the instance parameter, or `self` / `cls` when the class is unknown).
+    let expected: &[String] = match callee.kind() {
+        "identifier" if !is_method && text(src, callee) == target.name => params,
+        "attribute" => {
+            let object = callee.child_by_field_name("object")?;
+            let attr = callee.child_by_field_name("attribute")?;
+            let me = text(src, object);
+            let is_self = match self_name {
+                Some(s) => me == s,
+                None => {
+                    !is_method
+                        && matches!(me, "self" | "cls")
+                        && params.first().is_some_and(|p| p == me)
+                }
+            };
+            if object.kind() != "identifier" || !is_self || text(src, attr) != target.name {
+                return None;
+            }
+            params.get(1..)?
+        }
+        _ => return None,
+    };
+    let args = expr.child_by_field_name("arguments")?;
+    if args.kind() != "argument_list" {
+        return None;
+    }
+    let given: Vec<String> = named_children(args)
+        .into_iter()
+        .filter(|a| a.kind() != "comment")
+        .map(|a| match a.kind() {
+            "list_splat" => format!("*{}", a.named_child(0).map_or("", |n| text(src, n))),
+            "dictionary_splat" => format!("**{}", a.named_child(0).map_or("", |n| text(src, n))),
+            "keyword_argument" => {
+                let n = a.child_by_field_name("name").map_or("", |n| text(src, n));
+                let v = a.child_by_field_name("value").map_or("", |v| text(src, v));
+                if n == v {
+                    n.to_string()
+                } else {
+                    format!("{n}={v}")
+                }
+            }
+            _ => text(src, a).to_string(),
+        })
+        .collect();
+    (given == expected).then(|| Problem {
+        kind: ProblemKind::SelfRecursion,
+        name: target.name.clone(),
+        suggestions: Vec::new(),
+    })
+}
+
+fn is_docstring(stmt: Node) -> bool {
+    stmt.kind() == "expression_statement"
+        && stmt
+            .named_child(0)
+            .is_some_and(|e| matches!(e.kind(), "string" | "concatenated_string"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Java: unqualified method calls only (`foo(x)`, not `obj.foo(x)`), and self-recursion.
+
+/// Methods every class can call without a receiver (`Object`'s, an enum's, a record's).
+const JAVA_IMPLICIT_METHODS: &[&str] = &[
+    "clone",
+    "equals",
+    "finalize",
+    "getClass",
+    "hashCode",
+    "notify",
+    "notifyAll",
+    "toString",
+    "wait",
+    "values",
+    "valueOf",
+    "ordinal",
+    "name",
+    "compareTo",
+    "getDeclaringClass",
+    "describeConstable",
+];
+
+fn check_java(view: &MaskedView, target: &Target, function: &str, g: &mut Grounding) {
+    let body = dedent_first(function);
+    let src = format!("class RepohopGrounding {{\n{body}}}\n");
+    let Some(tree) = parse_java(&src) else {
+        return;
+    };
+    let root = tree.root_node();
+    if root.has_error() {
+        g.problems.push(Problem {
+            kind: ProblemKind::Syntax,
+            name: syntax_location(&src, root, 1),
+            suggestions: Vec::new(),
+        });
+        return;
+    }
+    let def = root
+        .named_child(0)
+        .and_then(|c| c.child_by_field_name("body"))
+        .and_then(|b| {
+            named_children(b)
+                .into_iter()
+                .find(|m| matches!(m.kind(), "method_declaration" | "constructor_declaration"))
+        });
+    let Some(def) = def else {
+        g.problems.push(Problem {
+            kind: ProblemKind::Syntax,
+            name: "no method definition".into(),
+            suggestions: Vec::new(),
+        });
+        return;
+    };
+    let mut calls = Vec::new();
+    let mut declared = HashSet::new();
+    if let Some(b) = def.child_by_field_name("body") {
+        java_calls(&src, b, false, &mut calls, &mut declared, 0);
+    }
+
+    let class = view
+        .target()
+        .and_then(|id| view.resolver().enclosing_class(id));
+    if let Some(class) = class {
+        let repo = view.repository();
+        g.class_name = Some(repo.class(class).name.clone());
+        let mut known = Vec::new();
+        let mut seen = HashSet::new();
+        let mut complete = java_class_methods(view, class, &mut known, &mut seen, 0);
+        // Enclosing classes of a nested class.
+        let file = repo.class_file(class);
+        let mut q = repo.class(class).qualname.as_str();
+        while let Some(i) = q.rfind('.') {
+            q = &q[..i];
+            for d in view.resolver().lookup_qualname(q) {
+                if let Def::Class(c) = d {
+                    if repo.class_file(c) == file {
+                        complete &= java_class_methods(view, c, &mut known, &mut seen, 0);
+                    }
+                }
+            }
+        }
+        let mut statics = Vec::new();
+        for imp in view.imports_of(&target.path).iter().filter(|i| i.is_static) {
+            match (&imp.name, imp.is_wildcard) {
+                (Some(n), false) => statics.push(n.clone()),
+                _ => complete = false,
+            }
+        }
+        g.class_attributes = known.clone();
+        for name in &calls {
+            g.checked.push(name.clone());
+            if !complete
+                || *name == target.name
+                || declared.contains(name)
+                || known.contains(name)
+                || statics.contains(name)
+                || JAVA_IMPLICIT_METHODS.contains(&name.as_str())
+            {
+                continue;
+            }
+            g.problems.push(Problem {
+                kind: ProblemKind::UndefinedName,
+                name: name.clone(),
+                suggestions: close_names(name, known.iter().map(String::as_str).collect()),
+            });
+        }
+    }
+    if let Some(p) = java_self_recursion(&src, def, target) {
+        g.problems.push(p);
+    }
+}
+
+/// Unqualified method calls under `node`, outside class bodies (an anonymous or local class may
+/// inherit what it calls); methods those classes declare go to `declared`.
+fn java_calls(
+    src: &str,
+    node: Node,
+    in_class: bool,
+    calls: &mut Vec<String>,
+    declared: &mut HashSet<String>,
+    depth: usize,
+) {
+    if depth > MAX_NODE_DEPTH {
+        return;
+    }
+    let mut in_class = in_class;
+    match node.kind() {
+        "method_invocation" if !in_class => {
+            let qualified = node.child_by_field_name("object").is_some()
+                || named_children(node).iter().any(|c| c.kind() == "super");
+            if let (false, Some(n)) = (qualified, node.child_by_field_name("name")) {
+                let n = text(src, n).to_string();
+                if !calls.contains(&n) {
+                    calls.push(n);
+                }
+            }
+        }
+        "class_body" => {
+            in_class = true;
+            for m in named_children(node) {
+                if m.kind() == "method_declaration" {
+                    if let Some(n) = m.child_by_field_name("name") {
+                        declared.insert(text(src, n).to_string());
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    for c in named_children(node) {
+        java_calls(src, c, in_class, calls, declared, depth + 1);
+    }
+}
+
+/// Methods (and record components) of `class` and its in-repo superclasses and interfaces;
+/// false when a supertype is not in the repository.
+fn java_class_methods(
+    view: &MaskedView,
+    class: ClassId,
+    out: &mut Vec<String>,
+    seen: &mut HashSet<ClassId>,
+    depth: usize,
+) -> bool {
+    if depth > MAX_DEPTH || !seen.insert(class) {
+        return true;
+    }
+    let repo = view.repository();
+    let c = view.class(class).unwrap_or_else(|| repo.class(class));
+    for m in c.methods.iter().chain(&c.members) {
+        let m = m.rsplit('.').next().unwrap_or(m).to_string();
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    let file = repo.class_file(class);
+    let mut complete = true;
+    for base in &c.bases {
+        let base = base.split('<').next().unwrap_or(base).trim();
+        if base.is_empty() || base == "Object" || base == "java.lang.Object" {
+            continue;
+        }
+        let classes: Vec<ClassId> = match view.resolver().resolve_in_file(file, base) {
+            Ok(defs) => defs
+                .into_iter()
+                .filter_map(|d| match d {
+                    Def::Class(id) => Some(id),
+                    Def::Function(_) => None,
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        if classes.is_empty() {
+            complete = false;
+        }
+        for b in classes {
+            complete &= java_class_methods(view, b, out, seen, depth + 1);
+        }
+    }
+    complete
+}
+
+/// A body that is only `return name(params);` / `name(params);` (or `this.name(...)`).
+fn java_self_recursion(src: &str, def: Node, target: &Target) -> Option<Problem> {
+    let params: Vec<String> = def
+        .child_by_field_name("parameters")
+        .map(named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| match p.kind() {
+            "formal_parameter" => p.child_by_field_name("name"),
+            "spread_parameter" => named_children(p)
+                .into_iter()
+                .find(|c| c.kind() == "variable_declarator")
+                .and_then(|d| d.child_by_field_name("name")),
+            _ => None,
+        })
+        .map(|n| text(src, n).to_string())
+        .collect();
+    let body = def.child_by_field_name("body")?;
+    let stmts: Vec<Node> = named_children(body)
+        .into_iter()
+        .filter(|s| !matches!(s.kind(), "line_comment" | "block_comment"))
+        .collect();
+    let [stmt] = stmts.as_slice() else {
+        return None;
+    };
+    let call = match stmt.kind() {
+        "return_statement" | "expression_statement" => stmt.named_child(0)?,
+        _ => return None,
+    };
+    if call.kind() != "method_invocation"
+        || call.child_by_field_name("name").map(|n| text(src, n)) != Some(target.name.as_str())
+        || call
+            .child_by_field_name("object")
+            .is_some_and(|o| o.kind() != "this")
+    {
+        return None;
+    }
+    let args: Vec<String> = call
+        .child_by_field_name("arguments")
+        .map(named_children)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|a| !matches!(a.kind(), "line_comment" | "block_comment"))
+        .map(|a| text(src, a).to_string())
+        .collect();
+    (args == params).then(|| Problem {
+        kind: ProblemKind::SelfRecursion,
+        name: target.name.clone(),
+        suggestions: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repo::{resolve_target, IndexOptions, Repository};
+
+    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository) {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let p = dir.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        let opts = IndexOptions {
+            use_cache: false,
+            ..IndexOptions::default()
+        };
+        let repo = Repository::open(dir.path(), &opts).unwrap();
+        (dir, repo)
+    }
+
+    fn check_in(repo: &Repository, target: &str, function: &str) -> Grounding {
+        let id = resolve_target(repo, target).unwrap();
+        let view = MaskedView::new(repo, Some(id), false);
+        let t = Target::of(repo, id).unwrap();
+        check(&view, &t, function)
+    }
+
+    fn problems(g: &Grounding) -> Vec<(ProblemKind, &str)> {
+        g.problems
+            .iter()
+            .map(|p| (p.kind, p.name.as_str()))
+            .collect()
+    }
+
+    const TEXT_PY: &str = "import os\n\
+        import xml.etree.ElementTree\n\
+        from collections import OrderedDict as OD\n\
+        LIMIT = 10\n\
+        if os.name == 'nt':\n    SEP = '\\\\'\nelse:\n    SEP = '/'\n\
+        try:\n    import json\nexcept ImportError:\n    json = None\n\
+        for _i in range(2):\n    LAST = _i\n\n\
+        def helper(x):\n    return x\n\n\
+        def clean(text, *parts, sep=SEP, **opts):\n    \"\"\"Clean.\"\"\"\n    return text.strip()\n\n\
+        def replace_all(text):\n    return text\n";
+
+    #[test]
+    fn an_unimported_module_is_undefined_and_bound_names_are_not() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/text.py", TEXT_PY)]);
+        let generated = r#"def clean(text, *parts, sep=SEP, **opts):
+    """Clean `undefined_in_docstring`."""
+    words = [w.lower() for w in parts if w]
+    total = sum(len(w) for w in words)
+    out = OD()
+    pairs = {a: b for a, b in zip(words, words[1:])}
+    for i, (a, b) in enumerate(pairs.items()):
+        out[a] = b
+    with open(os.devnull) as fh, open(os.sep) as g1:
+        fh.read()
+    try:
+        data = json.dumps(opts, indent=LIMIT, key=helper(LAST))
+    except ValueError as err:
+        raise RuntimeError(str(err)) from err
+    if (n := len(words)) > total:
+        pass
+    f = lambda x, y=2: x + y
+    def inner(z, *zs, **kz):
+        nonlocal total
+        return z
+    class Local:
+        attr = 1
+    first, *rest = words
+    count: int = 0
+    count += 1
+    tree = xml.etree.ElementTree.fromstring("<a/>")
+    print(f"{sep}{n!r:>{LIMIT}}", key=inner, end=__name__, cls=Local, t=tree)
+    return re.sub(r"\s+", sep, text + missing_thing + first + clean(text))
+"#;
+        let g = check_in(&repo, "pkg.text.clean", generated);
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::UndefinedName, "re"),
+                (ProblemKind::UndefinedName, "missing_thing"),
+            ],
+            "{g:#?}"
+        );
+        let re = &g.problems[0];
+        assert!(re.suggestions.iter().any(|s| s == "import re"), "{re:?}");
+        for name in [
+            "OD", "json", "LIMIT", "os", "re", "xml", "sum", "helper", "LAST",
+        ] {
+            assert!(
+                g.checked.iter().any(|c| c == name),
+                "{name} not in {:?}",
+                g.checked
+            );
+        }
+        // Locals and parameters are not looked up outside the function.
+        for name in [
+            "words", "text", "w", "fh", "g1", "n", "first", "rest", "err", "inner",
+        ] {
+            assert!(
+                !g.checked.iter().any(|c| c == name),
+                "{name} in {:?}",
+                g.checked
+            );
+        }
+        // A close module-level name is suggested.
+        let g = check_in(
+            &repo,
+            "pkg.text.replace_all",
+            "def replace_all(text):\n    return helpr(text)\n",
+        );
+        assert_eq!(problems(&g), [(ProblemKind::UndefinedName, "helpr")]);
+        assert_eq!(
+            g.problems[0].suggestions.first().map(String::as_str),
+            Some("helper")
+        );
+    }
+
+    const SHAPES_PY: &str = "class Box:\n    SCALE = 2\n\n\
+        \x20   def __init__(self, w):\n        self.w = w\n\n\
+        \x20   def _helper(self, x):\n        return x * self.SCALE\n\n\
+        \x20   def reset(self):\n        self.cache = {}\n\n\
+        \x20   def area(self):\n        return self.w\n\n\
+        \x20   @staticmethod\n    def unit(value):\n        return value\n";
+
+    #[test]
+    fn a_missing_method_is_reported_with_the_real_sibling() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/shapes.py", SHAPES_PY)]);
+        let generated = "    def area(self):\n        self.tmp = 3\n        \
+            return self.helper(self.w) + self.tmp + self.cache + self.SCALE + self._helper(1) \
+            + self.area() + self.__class__.__name__ + Box.SCALE\n";
+        let g = check_in(&repo, "pkg/shapes.py::Box.area", generated);
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::MissingAttribute, "helper")],
+            "{g:#?}"
+        );
+        assert!(
+            g.problems[0].suggestions.iter().any(|s| s == "_helper"),
+            "{:?}",
+            g.problems[0]
+        );
+        assert_eq!(g.class_name.as_deref(), Some("Box"));
+        for a in ["w", "SCALE", "_helper", "reset", "cache"] {
+            assert!(
+                g.class_attributes.iter().any(|x| x == a),
+                "{a}: {:?}",
+                g.class_attributes
+            );
+        }
+        assert!(
+            g.checked.iter().any(|c| c == "self.helper"),
+            "{:?}",
+            g.checked
+        );
+        // A static method's first parameter is not the instance.
+        let g = check_in(
+            &repo,
+            "pkg/shapes.py::Box.unit",
+            "    @staticmethod\n    def unit(value):\n        return value.anything\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn an_attribute_of_an_in_repo_base_is_accepted() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            (
+                "pkg/base.py",
+                "class Root(object):\n    KIND = 'root'\n\n\
+                 class Base(Root):\n    def __init__(self):\n        self.registry = {}\n\n\
+                 \x20   def lookup(self, k):\n        return self.registry[k]\n",
+            ),
+            (
+                "pkg/child.py",
+                "from .base import Base\n\nclass Child(Base):\n    def get(self, k):\n        return None\n",
+            ),
+        ]);
+        let generated = "    def get(self, k):\n        \
+            return self.lookup(k) or self.registry.get(k) or self.KIND or self.nothing\n";
+        let g = check_in(&repo, "pkg/child.py::Child.get", generated);
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::MissingAttribute, "nothing")],
+            "{g:#?}"
+        );
+    }
+
+    #[test]
+    fn a_third_party_base_turns_the_attribute_check_off() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            (
+                "pkg/views.py",
+                "from django.views import View\n\n\
+                 class Page(View):\n    def render(self):\n        return None\n\n\
+                 class Plain:\n    def render(self):\n        return None\n",
+            ),
+        ]);
+        let generated = "    def render(self):\n        return self.get_context_data()\n";
+        let g = check_in(&repo, "pkg/views.py::Page.render", generated);
+        assert!(g.is_ok(), "{g:#?}");
+        assert!(g.checked.iter().any(|c| c == "self.get_context_data"));
+        // The same read on a class without bases is reported.
+        let g = check_in(&repo, "pkg/views.py::Plain.render", generated);
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::MissingAttribute, "get_context_data")]
+        );
+    }
+
+    const UTIL_PY: &str =
+        "def total(items, *args, start=0, **kw):\n    \"\"\"Sum.\"\"\"\n    return 0\n\n\
+        class Acc:\n    def add(self, x, y):\n        return x\n";
+
+    #[test]
+    fn a_body_that_only_calls_itself_is_self_recursion() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    \"\"\"Sum.\"\"\"\n    \
+             return total(items, *args, start=start, **kw)\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::SelfRecursion, "total")],
+            "{g:#?}"
+        );
+        // Recursion on smaller arguments is fine.
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    \
+             return total(items[1:], *args, start=start, **kw)\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+        let g = check_in(
+            &repo,
+            "pkg.util.Acc.add",
+            "    def add(self, x, y):\n        \"\"\"Add.\"\"\"\n        return self.add(x, y)\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::SelfRecursion, "add")],
+            "{g:#?}"
+        );
+        let g = check_in(
+            &repo,
+            "pkg.util.Acc.add",
+            "    def add(self, x, y):\n        return self.add(y, x)\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn a_function_that_does_not_parse_is_a_syntax_problem() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    return (undefined_name +\n",
+        );
+        assert_eq!(g.problems.len(), 1, "{g:#?}");
+        assert_eq!(g.problems[0].kind, ProblemKind::Syntax);
+        assert!(
+            g.problems[0].name.starts_with("line "),
+            "{:?}",
+            g.problems[0]
+        );
+        let msg = repair_request(&g).unwrap();
+        assert!(msg.contains("not valid Python"), "{msg}");
+    }
+
+    #[test]
+    fn wildcard_imports_bring_in_repo_names_or_open_the_scope() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            ("pkg/consts.py", "RED = 1\nfrom .more import *\n"),
+            ("pkg/more.py", "BLUE = 2\n"),
+            (
+                "pkg/paint.py",
+                "from .consts import *\n\ndef paint():\n    return 0\n",
+            ),
+            (
+                "pkg/ext.py",
+                "from numpy import *\n\ndef paint():\n    return 0\n",
+            ),
+        ]);
+        let generated = "def paint():\n    return RED + BLUE + GREEN\n";
+        let g = check_in(&repo, "pkg/paint.py::paint", generated);
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::UndefinedName, "GREEN")],
+            "{g:#?}"
+        );
+        let g = check_in(
+            &repo,
+            "pkg/ext.py::paint",
+            "def paint():\n    return array([1]) + GREEN\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn the_repair_request_names_every_problem() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            ("pkg/shapes.py", SHAPES_PY),
+            ("pkg/util.py", UTIL_PY),
+        ]);
+        let g = check_in(
+            &repo,
+            "pkg/shapes.py::Box.area",
+            "    def area(self):\n        return re.sub('a', 'b', total(self.helper()))\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::UndefinedName, "re"),
+                (ProblemKind::UndefinedName, "total"),
+                (ProblemKind::MissingAttribute, "helper"),
+            ],
+            "{g:#?}"
+        );
+        let msg = repair_request(&g).unwrap();
+        for want in [
+            "`pkg/shapes.py`",
+            "`re` is not defined",
+            "`import re`",
+            "`total` is not defined",
+            "`from pkg.util import total`",
+            "`self.helper`: class `Box` has no attribute `helper`",
+            "`_helper`",
+            "_helper, ",
+            "```python",
+        ] {
+            assert!(msg.contains(want), "{want:?} not in:\n{msg}");
+        }
+        assert!(repair_request(&Grounding::default()).is_none());
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    return total(items, *args, start=start, **kw)\n",
+        );
+        assert!(repair_request(&g).unwrap().contains("recurse forever"));
+    }
+
+    #[test]
+    fn functions_nested_in_functions_see_the_enclosing_names() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            (
+                "pkg/outer.py",
+                "def outer(a):\n    factor = 2\n    def inner(b):\n        return b\n    return inner(a)\n",
+            ),
+        ]);
+        let g = check_in(
+            &repo,
+            "pkg.outer.outer.inner",
+            "    def inner(b):\n        return b * factor * a + unknown\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::UndefinedName, "unknown")],
+            "{g:#?}"
+        );
+    }
+
+    #[test]
+    fn java_unqualified_calls_must_be_methods_of_the_class_or_its_supertypes() {
+        let (_dir, repo) = repo_with(&[
+            (
+                "src/com/x/Base.java",
+                "package com.x;\npublic class Base {\n    protected int helperBase() { return 1; }\n}\n",
+            ),
+            (
+                "src/com/x/A.java",
+                "package com.x;\nimport static java.lang.Math.max;\n\
+                 public class A extends Base {\n    private int n;\n\
+                 \x20   int size() { return n; }\n    int f(int a) { return a; }\n}\n",
+            ),
+            (
+                "src/com/x/B.java",
+                "package com.x;\npublic class B extends java.util.ArrayList<String> {\n\
+                 \x20   int f(int a) { return a; }\n}\n",
+            ),
+        ]);
+        let generated = "    int f(int a) {\n        \
+            Runnable r = new Runnable() { public void run() { foo(); } };\n        \
+            return max(size(), helperBase()) + hashCode() + sise(a) + f(a - 1) + this.g();\n    }\n";
+        let g = check_in(&repo, "src/com/x/A.java::A.f", generated);
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::UndefinedName, "sise")],
+            "{g:#?}"
+        );
+        assert!(g.problems[0].suggestions.iter().any(|s| s == "size"));
+        let msg = repair_request(&g).unwrap();
+        assert!(
+            msg.contains("`sise(...)`") && msg.contains("```java"),
+            "{msg}"
+        );
+        // A supertype from outside the repository may provide anything.
+        let g = check_in(
+            &repo,
+            "src/com/x/B.java::B.f",
+            "    int f(int a) {\n        return sise(a);\n    }\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+        let g = check_in(
+            &repo,
+            "src/com/x/A.java::A.f",
+            "    int f(int a) {\n        return f(a);\n    }\n",
+        );
+        assert_eq!(problems(&g), [(ProblemKind::SelfRecursion, "f")], "{g:#?}");
+        let g = check_in(
+            &repo,
+            "src/com/x/A.java::A.f",
+            "    int f(int a) {\n        return (a +;\n    }\n",
+        );
+        assert_eq!(g.problems.len(), 1);
+        assert_eq!(g.problems[0].kind, ProblemKind::Syntax);
+    }
+}
