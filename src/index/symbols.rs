@@ -5,7 +5,8 @@
 //! One file, `symbols.json`: a first line holding a JSON header (format, version, repohop
 //! version), so an outdated cache is recognised without parsing the rest, then one JSON object
 //! mapping each path to its entry. Anything unreadable, corrupt or from another version is
-//! reported and rebuilt, never trusted.
+//! reported and rebuilt, never trusted; so is an entry whose locations do not fit its file
+//! ([`check_symbols`]), even when its content hash matches.
 
 use crate::fsutil::{AtomicFile, AtomicOptions};
 use crate::repo::diagnostic::{Diagnostic, DiagnosticKind};
@@ -152,7 +153,7 @@ impl SymbolCache {
         }
     }
 
-    /// Moves the cached symbols of a path out (after [`SymbolCache::contains`] said yes).
+    /// Moves the cached symbols of a path out (after [`SymbolCache::lookup`] found a hit).
     pub fn take(&mut self, path: &str) -> Option<FileSymbols> {
         self.entries.remove(path).map(|(_, _, s)| s)
     }

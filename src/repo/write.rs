@@ -304,12 +304,12 @@ fn read_only(meta: &std::fs::Metadata) -> bool {
 }
 
 /// The function `wanted` accepts that starts within `len` bytes from `at`.
-fn defined_at<'s>(
-    symbols: &'s FileSymbols,
+fn defined_at(
+    symbols: &FileSymbols,
     at: usize,
     len: usize,
     wanted: impl Fn(&&Function) -> bool,
-) -> Option<&'s Function> {
+) -> Option<&Function> {
     symbols
         .functions
         .iter()
