@@ -2,6 +2,7 @@
 
 pub mod embed;
 pub mod eval;
+pub mod fsutil;
 pub mod generate;
 pub mod index;
 pub mod llm;

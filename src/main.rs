@@ -41,6 +41,7 @@ enum Command {
 }
 
 fn main() {
+    cli::quiet_process_setup();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Models(cmd) => cli::models::run(cmd),

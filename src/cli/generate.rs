@@ -9,7 +9,8 @@ use repohop::generate::{GenerateOptions, Target};
 use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
-use repohop::repo::{resolve_target, FnId, Lang, Repository};
+use repohop::repo::write::{write_function, Placement, WriteOptions};
+use repohop::repo::{resolve_target, Repository};
 use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -85,9 +86,13 @@ pub struct GenerateArgs {
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
     /// Replace the function in its file, or append the new one (atomically, keeping a
-    /// `.repohop.bak` copy).
+    /// `.repohop.bak` copy). A generation cut off by --max-tokens, or one that does not parse,
+    /// is not written.
     #[arg(long)]
     pub write: bool,
+    /// With --write: write a read-only file too (it stays read-only).
+    #[arg(long, requires = "write")]
+    pub force: bool,
     /// Print the whole run as JSON.
     #[arg(long)]
     pub json: bool,
@@ -156,10 +161,28 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let dy_trace = &run.dyretriever;
     let function = &generation.completion.function;
 
-    let written = match (args.write, id) {
-        (false, _) => None,
-        (true, Some(id)) => Some(replace_function(&repo, id, function)?),
-        (true, None) => Some(append_function(&repo, &target, function)?),
+    // A refusal is reported after the function is printed: the generated code is never lost.
+    let written = args.write.then(|| {
+        let placement = match id {
+            Some(id) => Placement::Replace(id),
+            None => Placement::Append {
+                path: &target.path,
+                name: &target.name,
+            },
+        };
+        let opts = WriteOptions { force: args.force };
+        write_function(
+            &repo,
+            placement,
+            function,
+            generation.response.finish_reason,
+            opts,
+        )
+    });
+    let (written, refused) = match written {
+        Some(Ok(w)) => (Some(w), None),
+        Some(Err(e)) => (None, Some(e)),
+        None => (None, None),
     };
     let name = match id {
         Some(id) => repo.function(id).qualname.clone(),
@@ -201,10 +224,15 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                     "cached": r.cached_prompt_tokens,
                 },
             },
-            "written": written,
+            "written": written.as_ref().map(|w| &w.path),
+            "backup": written.as_ref().map(|w| &w.backup),
+            "not_written": refused.as_ref().map(|e| e.to_string()),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return match refused {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        };
     }
     eprintln!("{name} ({}), method {}", target.path, args.method.name());
     if let Some(l) = &generation.local {
@@ -256,10 +284,17 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         generation.response.generated_tokens
     );
     print!("{function}");
-    if let Some(path) = written {
-        eprintln!("written to {}", path.display());
+    if let Some(w) = written {
+        eprintln!(
+            "written to {} (the original is in {})",
+            w.path.display(),
+            w.backup.display()
+        );
     }
-    Ok(())
+    match refused {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// The target of `--signature-file S --file F`: F must be a parsed file of the repository.
@@ -276,74 +311,4 @@ fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target>
     let text = std::fs::read_to_string(signature)
         .with_context(|| format!("cannot read {}", signature.display()))?;
     Ok(Target::from_signature(file, &text)?)
-}
-
-/// Replaces the target's definition in its file.
-fn replace_function(repo: &Repository, id: FnId, function: &str) -> Result<PathBuf> {
-    let f = repo.function(id);
-    let original = unchanged_text(repo, &f.path)?;
-    let line_start = original[..f.span.start_byte]
-        .rfind('\n')
-        .map_or(0, |i| i + 1);
-    let updated = format!(
-        "{}{}{}",
-        &original[..line_start],
-        function.trim_end(),
-        &original[f.span.end_byte..]
-    );
-    write_back(repo, &f.path, &original, &updated)
-}
-
-/// Adds a new function to its file: Python at the end, Java before the closing brace of the
-/// file's last type.
-fn append_function(repo: &Repository, target: &Target, function: &str) -> Result<PathBuf> {
-    let original = unchanged_text(repo, &target.path)?;
-    let function = function.trim_end();
-    let updated = match target.lang {
-        Lang::Python => format!("{}\n\n\n{function}\n", original.trim_end()),
-        Lang::Java => {
-            let Some(close) = original.rfind('}') else {
-                bail!("{} has no class to add a method to", target.path);
-            };
-            let before = original[..close].trim_end();
-            format!("{before}\n\n{function}\n{}", &original[close..])
-        }
-    };
-    write_back(repo, &target.path, &original, &updated)
-}
-
-/// The file's text, provided it is still what was indexed.
-fn unchanged_text(repo: &Repository, rel: &str) -> Result<String> {
-    let path = repo.root().join(rel);
-    let original = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let indexed = repo
-        .file_id(rel)
-        .and_then(|id| repo.file(id).text.as_deref());
-    if indexed != Some(original.as_str()) {
-        bail!(
-            "{} changed while generating; nothing written",
-            path.display()
-        );
-    }
-    Ok(original)
-}
-
-/// Writes `updated` over the file: a backup of `original` first, then temp file + rename.
-fn write_back(repo: &Repository, rel: &str, original: &str, updated: &str) -> Result<PathBuf> {
-    let path = repo.root().join(rel);
-    let backup = path.with_extension(backup_extension(&path));
-    std::fs::write(&backup, original)
-        .with_context(|| format!("cannot write backup {}", backup.display()))?;
-    let tmp = path.with_extension("repohop.tmp");
-    std::fs::write(&tmp, updated).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("cannot replace {}", path.display()))?;
-    Ok(path)
-}
-
-fn backup_extension(path: &Path) -> String {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some(ext) => format!("{ext}.repohop.bak"),
-        None => "repohop.bak".into(),
-    }
 }

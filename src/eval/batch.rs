@@ -13,7 +13,6 @@
 //! without a result is scored again without generating again.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -221,15 +220,9 @@ pub fn task_dir(out: &Path, namespace: &str) -> PathBuf {
     out.join("tasks").join(name)
 }
 
-/// Writes `data` to `path` through a temp file in the same directory and a rename.
+/// Writes `data` to `path` atomically ([`crate::fsutil::write_atomic`]).
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), EvalError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| EvalError::io(dir, e))?;
-    tmp.write_all(data).map_err(|e| EvalError::io(path, e))?;
-    tmp.persist(path)
-        .map_err(|e| EvalError::io(path, e.error))?;
-    Ok(())
+    crate::fsutil::write_atomic(path, data).map_err(|e| EvalError::io(path, e))
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {

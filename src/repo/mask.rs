@@ -33,6 +33,16 @@ pub enum TargetError {
         candidates: Vec<String>,
     },
     #[error(
+        "target {target}: no definition of {name} starts at line {line}{}",
+        list(candidates, "its definitions start at")
+    )]
+    NotAtLine {
+        target: String,
+        name: String,
+        line: usize,
+        candidates: Vec<String>,
+    },
+    #[error(
         "target {target} is ambiguous{}\nadd @LINE to pick one (e.g. {target}@{})",
         list(candidates, "candidates"),
         first_line(candidates)
@@ -118,10 +128,22 @@ pub fn resolve_target(repo: &Repository, target: &str) -> Result<FnId, TargetErr
         }
     };
     let mut found: Vec<FnId> = match line {
-        Some(l) => found
-            .into_iter()
-            .filter(|id| repo.function(*id).span.start_line == l)
-            .collect(),
+        Some(l) => {
+            let at: Vec<FnId> = found
+                .iter()
+                .copied()
+                .filter(|id| repo.function(*id).span.start_line == l)
+                .collect();
+            if at.is_empty() && !found.is_empty() {
+                return Err(TargetError::NotAtLine {
+                    target: target.into(),
+                    name: spec.into(),
+                    line: l,
+                    candidates: found.iter().map(|id| describe(repo, *id)).collect(),
+                });
+            }
+            at
+        }
         None => found,
     };
     // Python rebinds a name to its last `def` (`if PY2: def f … else: def f`, a property's

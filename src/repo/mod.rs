@@ -8,6 +8,7 @@ pub mod repository;
 pub mod symbols;
 pub mod tree;
 pub mod walk;
+pub mod write;
 
 pub use diagnostic::{Diagnostic, DiagnosticKind};
 pub use mask::{resolve_target, MaskedView, TargetError};

@@ -6,7 +6,7 @@ use super::lang;
 use super::model::{Class, FileSymbols, Function, Import, Lang};
 use super::symbols::{Resolver, SymbolTable};
 use super::walk::{self, WalkedFile};
-use crate::index::symbols::{content_hash, CacheRecord, SymbolCache};
+use crate::index::symbols::{content_hash, CacheRecord, Lookup, SymbolCache};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -45,6 +45,12 @@ pub enum RepoError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error(
+        "the cache folder {path} is a symbolic link to {target}, outside the repository: \
+         repohop does not write its cache there. Remove the link (the cache is rebuilt), or \
+         give --cache-dir to put the cache in a folder of your choice"
+    )]
+    CacheOutside { path: PathBuf, target: String },
 }
 
 /// How to index.
@@ -157,6 +163,11 @@ impl Repository {
         if !meta.is_dir() {
             return Err(RepoError::NotADirectory(root.to_path_buf()));
         }
+        // A root that cannot be listed is an error, not an empty repository.
+        std::fs::read_dir(root).map_err(|source| RepoError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
         let root = root.canonicalize().map_err(|source| RepoError::Io {
             path: root.to_path_buf(),
             source,
@@ -166,7 +177,11 @@ impl Repository {
             Some(d) => std::env::current_dir()
                 .map(|c| c.join(d))
                 .unwrap_or_else(|_| d.clone()),
-            None => root.join(".repohop"),
+            None => {
+                let dir = root.join(".repohop");
+                check_default_cache_dir(&root, &dir)?;
+                dir
+            }
         };
 
         let walked = walk::walk(&root, opts.max_file_size, std::slice::from_ref(&cache_dir));
@@ -227,7 +242,7 @@ impl Repository {
                         }
                         None => {
                             stats.cached += 1;
-                            // `contains` said yes and paths are unique, so this always hits;
+                            // `lookup` said yes and paths are unique, so this always hits;
                             // parsing again is the safe answer if it ever does not.
                             match (cache.take(&file.path), lang::for_path(&file.path)) {
                                 (Some(s), _) => s,
@@ -503,6 +518,28 @@ impl Repository {
     }
 }
 
+/// The default cache folder stays inside the repository: a `.repohop` that is a symbolic link
+/// leading outside it (or nowhere) is refused, so that indexing a repository never writes
+/// elsewhere. (`--cache-dir` is the way to put the cache elsewhere on purpose.)
+fn check_default_cache_dir(root: &Path, dir: &Path) -> Result<(), RepoError> {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let target = std::fs::read_link(dir)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|_| "an unreadable target".into());
+    match dir.canonicalize() {
+        Ok(real) if real.starts_with(root) && real != root => Ok(()),
+        _ => Err(RepoError::CacheOutside {
+            path: dir.to_path_buf(),
+            target,
+        }),
+    }
+}
+
 /// Reads, checks and parses one walked file (or takes its symbols from the cache).
 fn process(
     file: &WalkedFile,
@@ -540,10 +577,17 @@ fn process(
         Lang::Java => String::new(),
     };
     let hash = content_hash(&source.bytes);
-    let symbols = if cache.contains(&file.path, &hash, &module) {
-        None
-    } else {
-        Some(Box::new(front_end.parse(&file.path, &module, &source.text)))
+    let symbols = match cache.lookup(&file.path, &hash, &module, &source.text) {
+        Lookup::Hit => None,
+        Lookup::Miss => Some(Box::new(front_end.parse(&file.path, &module, &source.text))),
+        Lookup::Corrupt(why) => {
+            diags.push(Diagnostic::new(
+                &file.path,
+                DiagnosticKind::Cache,
+                format!("the symbol cache's entry does not fit the file ({why}); re-parsed it"),
+            ));
+            Some(Box::new(front_end.parse(&file.path, &module, &source.text)))
+        }
     };
     (
         Outcome::Parsed {

@@ -2,7 +2,8 @@
 //!
 //! Honours `.gitignore`, `.ignore` and `.repohopignore` (inside a git repository or not), skips
 //! hidden files and folders (`.git`, `.repohop`), files over a size limit, binary files and
-//! symbolic-link loops. Every skip becomes a [`Diagnostic`].
+//! symbolic-link loops. Symbolic links are followed only while they stay inside the repository:
+//! one that leads outside it is skipped. Every skip becomes a [`Diagnostic`].
 
 use super::diagnostic::{Diagnostic, DiagnosticKind};
 use super::lang;
@@ -10,6 +11,7 @@ use super::model::Lang;
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Default size limit: larger files are generated or vendored far more often than hand-written.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 20;
@@ -51,7 +53,40 @@ pub fn walk(root: &Path, max_file_size: u64, skip_dirs: &[PathBuf]) -> Walk {
         .follow_links(true)
         .add_custom_ignore_filename(".repohopignore");
     let skip: Vec<PathBuf> = skip_dirs.to_vec();
-    builder.filter_entry(move |e| !skip.iter().any(|d| e.path() == d));
+    // Links are followed inside the repository only: one that leads outside it is skipped, and
+    // so is everything under it.
+    let real_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let outside = Arc::new(Mutex::new(Vec::new()));
+    let found = Arc::clone(&outside);
+    let base = root.to_path_buf();
+    builder.filter_entry(move |e| {
+        if skip.iter().any(|d| e.path() == d) {
+            return false;
+        }
+        if e.depth() == 0 || !e.path_is_symlink() {
+            return true;
+        }
+        match e.path().canonicalize() {
+            Ok(real) if !real.starts_with(&real_root) => {
+                let target = std::fs::read_link(e.path())
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_else(|_| real.display().to_string());
+                if let Ok(mut found) = found.lock() {
+                    found.push(Diagnostic::new(
+                        relative(&base, e.path()),
+                        DiagnosticKind::Unreadable,
+                        format!(
+                            "skipped: symbolic link to {target}, outside the repository (only \
+                             links within it are followed)"
+                        ),
+                    ));
+                }
+                false
+            }
+            // Inside, or dangling (the walk reports that itself).
+            _ => true,
+        }
+    });
 
     let mut out = Walk::default();
     for item in builder.build() {
@@ -97,6 +132,9 @@ pub fn walk(root: &Path, max_file_size: u64, skip_dirs: &[PathBuf]) -> Walk {
             lang,
         });
     }
+    if let Ok(mut found) = outside.lock() {
+        out.diagnostics.append(&mut found);
+    }
     out.files.sort_by(|a, b| a.path.cmp(&b.path));
     out.diagnostics.sort_by(|a, b| a.path.cmp(&b.path));
     out
@@ -126,6 +164,10 @@ fn walk_error(root: &Path, err: &ignore::Error) -> Diagnostic {
             let mut d = walk_error(root, inner);
             if d.path.is_empty() {
                 d.path = relative(root, path);
+            }
+            if d.path.is_empty() {
+                // The root itself.
+                d.path = root.display().to_string();
             }
             d
         }

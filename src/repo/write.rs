@@ -1,0 +1,406 @@
+//! Putting a generated function into its file (`repohop generate --write`).
+//!
+//! [`prepare`] splices the function in place of the target's definition (or appends a new one)
+//! and checks the result before anything is written: the generation was not cut off, the file
+//! with it parses (no more syntax errors than the file had), and it defines the function where
+//! it was put, with more than a docstring. [`apply`] then writes: never through a symbolic link
+//! nor outside the repository, never a read-only file unless forced, keeping the file's mode and
+//! owner, a `.repohop.bak` copy of the original first; on any failure nothing is left behind.
+
+use super::lang;
+use super::model::{FileSymbols, Function, Lang};
+use super::repository::{FnId, Repository};
+use crate::fsutil::{self, AtomicOptions};
+use crate::llm::FinishReason;
+use std::path::{Path, PathBuf};
+
+/// Where the generated function goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Placement<'a> {
+    /// In place of this function's definition.
+    Replace(FnId),
+    /// A new function `name`, added to the parsed file `path` (repository-relative): Python at
+    /// the end, Java before the closing brace of the file's last type.
+    Append { path: &'a str, name: &'a str },
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Write a read-only file anyway (it stays read-only).
+    pub force: bool,
+}
+
+/// What was written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Written {
+    pub path: PathBuf,
+    /// The original file.
+    pub backup: PathBuf,
+}
+
+/// Why nothing was written. Every message ends the same way: nothing was written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(
+        "the generation was cut off at the token limit (finish reason `length`), so the \
+         function is incomplete; nothing written (raise --max-tokens)"
+    )]
+    Truncated,
+    #[error(
+        "{path}: with the generated function in it the file has {after} syntax error(s), \
+         {before} before; nothing written"
+    )]
+    SyntaxErrors {
+        path: String,
+        before: usize,
+        after: usize,
+    },
+    #[error("{path}: the generated code does not define {name} where it was put; nothing written")]
+    NotDefined { path: String, name: String },
+    #[error("{path}: the generated {name} has nothing but its docstring; nothing written")]
+    OnlyDocstring { path: String, name: String },
+    #[error("{path} has no class to add a method to; nothing written")]
+    NoClass { path: String },
+    #[error("{path} is not a parsed source file of the repository; nothing written")]
+    NotSource { path: String },
+    #[error(
+        "{path}: the indexed location of {name} does not fit the file; nothing written \
+         (index again)"
+    )]
+    BadSpan { path: String, name: String },
+    #[error(
+        "{} changed since it was indexed; nothing written (run again on the current file)",
+        path.display()
+    )]
+    Changed { path: PathBuf },
+    #[error(
+        "{} is a symbolic link or leads outside the repository ({}); nothing written",
+        path.display(),
+        real.display()
+    )]
+    Outside { path: PathBuf, real: PathBuf },
+    #[error(
+        "{} is read-only; nothing written (--force writes it anyway and keeps its mode)",
+        path.display()
+    )]
+    ReadOnly { path: PathBuf },
+    #[error("cannot {what} {}: {source}; nothing written", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A checked edit of one file, ready for [`apply`].
+#[derive(Debug, Clone)]
+pub struct Edit {
+    /// Repository-relative.
+    pub rel: String,
+    pub path: PathBuf,
+    pub original: String,
+    pub updated: String,
+}
+
+/// Splices and checks, then writes: [`prepare`] and [`apply`].
+pub fn write_function(
+    repo: &Repository,
+    placement: Placement,
+    function: &str,
+    finish: FinishReason,
+    opts: WriteOptions,
+) -> Result<Written, WriteError> {
+    let edit = prepare(repo, placement, function, finish)?;
+    apply(repo, &edit, opts)
+}
+
+/// The file with `function` put in place, checked; writes nothing.
+pub fn prepare(
+    repo: &Repository,
+    placement: Placement,
+    function: &str,
+    finish: FinishReason,
+) -> Result<Edit, WriteError> {
+    if finish == FinishReason::Length {
+        return Err(WriteError::Truncated);
+    }
+    let (rel, name) = match placement {
+        Placement::Replace(id) => {
+            let f = repo.function(id);
+            (f.path.as_str(), f.name.as_str())
+        }
+        Placement::Append { path, name } => (path, name),
+    };
+    let (Some(file), Some(front_end)) = (repo.file_id(rel), lang::for_path(rel)) else {
+        return Err(not_source(rel));
+    };
+    let Some(indexed) = repo.file_symbols(file) else {
+        return Err(not_source(rel));
+    };
+    let path = inside(repo, rel)?;
+    let original = unchanged_text(repo, rel, &path)?;
+    let function = function.trim_end();
+
+    // `at`: where the function starts in the updated text.
+    let (updated, at) = match placement {
+        Placement::Replace(id) => {
+            let f = repo.function(id);
+            let bad_span = || WriteError::BadSpan {
+                path: rel.into(),
+                name: f.qualname.clone(),
+            };
+            let before = original.get(..f.span.start_byte).ok_or_else(bad_span)?;
+            let after = original.get(f.span.end_byte..).ok_or_else(bad_span)?;
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let head = &original[..line_start];
+            (format!("{head}{function}{after}"), head.len())
+        }
+        Placement::Append { .. } => match front_end.lang() {
+            Lang::Python => {
+                let head = original.trim_end();
+                (format!("{head}\n\n\n{function}\n"), head.len() + 3)
+            }
+            Lang::Java => {
+                let Some(close) = original.rfind('}') else {
+                    return Err(WriteError::NoClass { path: rel.into() });
+                };
+                let head = original[..close].trim_end();
+                (
+                    format!("{head}\n\n{function}\n{}", &original[close..]),
+                    head.len() + 2,
+                )
+            }
+        },
+    };
+
+    let parsed = front_end.parse(rel, &indexed.module, &updated);
+    if parsed.parse_errors > indexed.parse_errors {
+        return Err(WriteError::SyntaxErrors {
+            path: rel.into(),
+            before: indexed.parse_errors,
+            after: parsed.parse_errors,
+        });
+    }
+    let wanted = |f: &&Function| match placement {
+        Placement::Replace(id) => f.qualname == repo.function(id).qualname,
+        Placement::Append { name, .. } => f.name == name,
+    };
+    let Some(new) = defined_at(&parsed, at, function.len(), wanted) else {
+        return Err(WriteError::NotDefined {
+            path: rel.into(),
+            name: name.into(),
+        });
+    };
+    if front_end.lang() == Lang::Python && new.docstring.is_some() {
+        let body = updated.get(new.body.start_byte..new.body.end_byte);
+        if body.is_some_and(only_docstring) {
+            return Err(WriteError::OnlyDocstring {
+                path: rel.into(),
+                name: name.into(),
+            });
+        }
+    }
+    Ok(Edit {
+        rel: rel.into(),
+        path,
+        original,
+        updated,
+    })
+}
+
+/// Writes a prepared edit: a backup of the original first, then the file, both atomically and
+/// keeping the file's mode and owner. On failure neither is left behind.
+pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Written, WriteError> {
+    // Checked again: the file may have moved or changed since `prepare`.
+    let path = inside(repo, &edit.rel)?;
+    if unchanged_text(repo, &edit.rel, &path)? != edit.original {
+        return Err(WriteError::Changed { path });
+    }
+    let meta = std::fs::metadata(&path).map_err(|source| WriteError::Io {
+        what: "read",
+        path: path.clone(),
+        source,
+    })?;
+    if read_only(&meta) && !opts.force {
+        return Err(WriteError::ReadOnly { path });
+    }
+    let keep = AtomicOptions {
+        keep_metadata_of: Some(path.clone()),
+        create_dirs: false,
+    };
+    let backup = backup_path(&path);
+    fsutil::write_atomic_with(&backup, edit.original.as_bytes(), &keep).map_err(|source| {
+        WriteError::Io {
+            what: "write the backup",
+            path: backup.clone(),
+            source,
+        }
+    })?;
+    if let Err(source) = fsutil::write_atomic_with(&path, edit.updated.as_bytes(), &keep) {
+        // The file is as it was: a backup of it is only clutter.
+        let _ = std::fs::remove_file(&backup);
+        return Err(WriteError::Io {
+            what: "replace",
+            path,
+            source,
+        });
+    }
+    Ok(Written { path, backup })
+}
+
+/// `file.py` → `file.py.repohop.bak`.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let ext = match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{ext}.repohop.bak"),
+        None => "repohop.bak".into(),
+    };
+    path.with_extension(ext)
+}
+
+fn not_source(rel: &str) -> WriteError {
+    WriteError::NotSource { path: rel.into() }
+}
+
+/// The real path of a repository file, provided it is not itself a symbolic link and really
+/// lies inside the repository (a folder on the way may be a link within it).
+fn inside(repo: &Repository, rel: &str) -> Result<PathBuf, WriteError> {
+    let path = repo.root().join(rel);
+    let real = path.canonicalize().map_err(|source| WriteError::Io {
+        what: "read",
+        path: path.clone(),
+        source,
+    })?;
+    let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    if link || !real.starts_with(repo.root()) {
+        return Err(WriteError::Outside { path, real });
+    }
+    Ok(real)
+}
+
+/// The file's text, provided it is still what was indexed.
+fn unchanged_text(repo: &Repository, rel: &str, path: &Path) -> Result<String, WriteError> {
+    let text = std::fs::read_to_string(path).map_err(|source| WriteError::Io {
+        what: "read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if repo.file_text(rel) != Some(text.as_str()) {
+        return Err(WriteError::Changed {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(text)
+}
+
+#[cfg(unix)]
+fn read_only(meta: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o222 == 0
+}
+
+#[cfg(not(unix))]
+fn read_only(meta: &std::fs::Metadata) -> bool {
+    meta.permissions().readonly()
+}
+
+/// The function `wanted` accepts that starts within `len` bytes from `at`.
+fn defined_at(
+    symbols: &FileSymbols,
+    at: usize,
+    len: usize,
+    wanted: impl Fn(&&Function) -> bool,
+) -> Option<&Function> {
+    symbols
+        .functions
+        .iter()
+        .filter(wanted)
+        .find(|f| f.span.start_byte >= at && f.span.start_byte < at + len.max(1))
+}
+
+/// Whether a Python body is one string literal (its docstring) and nothing else but comments.
+fn only_docstring(body: &str) -> bool {
+    let s = body.trim_start();
+    let prefix = s
+        .find(|c: char| !matches!(c, 'r' | 'R' | 'u' | 'U' | 'b' | 'B' | 'f' | 'F'))
+        .unwrap_or(s.len());
+    if prefix > 2 {
+        return false;
+    }
+    let s = &s[prefix..];
+    let quote = ["\"\"\"", "'''", "\"", "'"]
+        .into_iter()
+        .find(|q| s.starts_with(q));
+    let Some(quote) = quote else {
+        return false;
+    };
+    let mut rest = &s[quote.len()..];
+    loop {
+        let Some(i) = rest.find(['\\', quote.as_bytes()[0] as char]) else {
+            return false;
+        };
+        if rest[i..].starts_with('\\') {
+            let skip = rest[i + 1..].chars().next().map_or(0, char::len_utf8);
+            rest = &rest[i + 1 + skip..];
+        } else if rest[i..].starts_with(quote) {
+            rest = &rest[i + quote.len()..];
+            break;
+        } else {
+            rest = &rest[i + 1..];
+        }
+    }
+    rest.lines().all(|l| {
+        let l = l.trim().trim_start_matches(';').trim();
+        l.is_empty() || l.starts_with('#')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::repo::{resolve_target, IndexOptions};
+
+    #[test]
+    fn docstring_only_bodies() {
+        assert!(only_docstring("\"\"\"Doc.\"\"\""));
+        assert!(only_docstring("r'''Doc \\''' still'''\n    # todo\n"));
+        assert!(only_docstring("\"one line\";"));
+        assert!(!only_docstring("\"\"\"Doc.\"\"\"\n    return 1"));
+        assert!(!only_docstring("return 1"));
+        assert!(!only_docstring("\"unterminated"));
+        assert!(!only_docstring("x = 'a'"));
+    }
+
+    #[test]
+    fn a_failed_replacement_removes_the_backup_and_keeps_the_file() {
+        let t = tempfile::tempdir().unwrap();
+        let original = "def f(a):\n    return a\n";
+        std::fs::write(t.path().join("m.py"), original).unwrap();
+        let opts = IndexOptions {
+            use_cache: false,
+            ..IndexOptions::default()
+        };
+        let repo = Repository::open(t.path(), &opts).unwrap();
+        let id = resolve_target(&repo, "m.f").unwrap();
+        let edit = prepare(
+            &repo,
+            Placement::Replace(id),
+            "def f(a):\n    return a + 1\n",
+            FinishReason::Stop,
+        )
+        .unwrap();
+        // The backup's rename is the first; the file's is the one that fails.
+        fsutil::fail_next_rename_after(1);
+        let err = apply(&repo, &edit, WriteOptions::default()).unwrap_err();
+        assert!(matches!(err, WriteError::Io { .. }), "{err}");
+        let mut names: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["m.py"]);
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("m.py")).unwrap(),
+            original
+        );
+    }
+}
