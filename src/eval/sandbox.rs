@@ -539,6 +539,14 @@ impl ChildSetup {
     /// Only between fork and exec.
     unsafe fn become_test(&self, old: &libc::sigset_t, sandboxed: bool) -> io::Result<()> {
         libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
+        // Descriptors the evaluator inherited without close-on-exec don't reach the test.
+        const CLOSE_RANGE_CLOEXEC: libc::c_ulong = 1 << 2;
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_ulong,
+            libc::c_uint::MAX as libc::c_ulong,
+            CLOSE_RANGE_CLOEXEC,
+        );
         set_limit(libc::RLIMIT_AS, self.memory_bytes)?;
         set_limit(libc::RLIMIT_FSIZE, self.file_size_bytes)?;
         check(prctl(libc::PR_SET_NO_NEW_PRIVS, 1))?;
