@@ -75,10 +75,13 @@ fn eval_measured(source_root: &Path, out: &Path, extra: &[&str]) -> (Output, u64
 
 #[test]
 fn hostile_bodies_leave_the_source_tree_intact() {
-    let src = fixture().join("Source_Code");
-    let project = src.join("Demo/calc").canonicalize().unwrap();
-    let before = snapshot(&src);
+    if !sandbox_here("hostile_bodies_leave_the_source_tree_intact") {
+        return;
+    }
     let tmp = tempfile::tempdir().unwrap();
+    let src = fixture_copy(tmp.path());
+    let project = src.join("Demo/calc");
+    let before = snapshot(&src);
     let p = project.display();
     let file = completions(
         tmp.path(),
@@ -95,10 +98,21 @@ fn hostile_bodies_leave_the_source_tree_intact() {
         ],
     );
     let run = tmp.path().join("run");
-    let s = summary(&eval(
-        &run,
-        &["--completions", file.to_str().unwrap(), "--limit", "2"],
-    ));
+    let s = summary(
+        &eval_command(
+            &src,
+            &run,
+            &[
+                "--completions",
+                file.to_str().unwrap(),
+                "--limit",
+                "2",
+                "--require-sandbox",
+            ],
+        )
+        .output()
+        .unwrap(),
+    );
     assert_eq!(s["total"], 2);
     assert_eq!(snapshot(&src), before, "the source tree changed");
     // The body that only damaged its own copy and then returned correctly still passes.
