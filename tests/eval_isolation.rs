@@ -51,6 +51,8 @@ fn fixture_copy(dir: &Path) -> PathBuf {
 }
 
 /// Runs the eval CLI and returns its output with its peak resident memory in KiB.
+// Reaped by `wait4` (for its rusage), which clippy doesn't see.
+#[allow(clippy::zombie_processes)]
 fn eval_measured(source_root: &Path, out: &Path, extra: &[&str]) -> (Output, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (so, se) = (dir.path().join("stdout"), dir.path().join("stderr"));
