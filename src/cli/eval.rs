@@ -62,6 +62,15 @@ pub struct EvalArgs {
     /// Address-space limit for test processes, in MiB (0: none).
     #[arg(long, default_value_t = 4096)]
     memory_mb: u64,
+    /// Largest file a test process may write (its output log included), in MiB (0: none).
+    #[arg(long, default_value_t = 256)]
+    file_size_mb: u64,
+    /// Let test processes reach the network (by default they only have their own loopback).
+    #[arg(long)]
+    allow_network: bool,
+    /// Fail instead of running tests unsandboxed where namespaces are unavailable.
+    #[arg(long)]
+    require_sandbox: bool,
     /// Run directory (resumable); default `eval-runs/<method>`.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -154,6 +163,13 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         PathBuf::from("eval-runs").join(name)
     });
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+    let sandbox = repohop::eval::sandbox::availability();
+    if args.require_sandbox && !sandbox.sandboxed() {
+        bail!(
+            "--require-sandbox: namespaces are unavailable here ({})",
+            sandbox.reason.as_deref().unwrap_or("unknown reason")
+        );
+    }
     install_stop_handler();
     let cfg = BatchConfig {
         tasks_file: args.tasks.clone(),
@@ -163,6 +179,9 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
             python: args.python.clone(),
             timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
             memory_bytes: (args.memory_mb > 0).then_some(args.memory_mb << 20),
+            file_size_bytes: (args.file_size_mb > 0).then_some(args.file_size_mb << 20),
+            allow_network: args.allow_network,
+            require_sandbox: args.require_sandbox,
             ..RunnerConfig::default()
         },
         jobs: args.jobs,

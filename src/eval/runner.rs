@@ -1,5 +1,7 @@
 //! Pass@1 for one completion: splice it into a private copy of the project and run the task's
-//! tests there, each under the configured Python with a timeout and a memory limit.
+//! tests there, each under the configured Python in the sandbox of [`sandbox`]: the copy (and
+//! a private home and temp folder) the only writable trees, no network, a timeout, memory and
+//! file-size limits.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -21,10 +23,17 @@ pub struct RunnerConfig {
     /// For all of a task's tests together.
     pub timeout: Duration,
     pub memory_bytes: Option<u64>,
-    /// Bytes of test output kept in each result.
+    /// Bytes of test output kept in each result (read from the end of the log, so a huge log
+    /// costs no memory).
     pub output_tail: usize,
-    /// Mount the source root read-only for test processes when the kernel allows it.
-    pub guard_source: bool,
+    /// RLIMIT_FSIZE for test processes: the largest file (the log included) they can write.
+    pub file_size_bytes: Option<u64>,
+    /// Let test processes reach the network; by default they get a network namespace with only
+    /// their own loopback.
+    pub allow_network: bool,
+    /// Refuse to run tests (each task is an error) where the namespace sandbox is unavailable,
+    /// instead of running them unsandboxed with a warning.
+    pub require_sandbox: bool,
 }
 
 impl Default for RunnerConfig {
@@ -34,7 +43,9 @@ impl Default for RunnerConfig {
             timeout: Duration::from_secs(60),
             memory_bytes: Some(4 << 30),
             output_tail: 2000,
-            guard_source: true,
+            file_size_bytes: Some(256 << 20),
+            allow_network: false,
+            require_sandbox: false,
         }
     }
 }
@@ -157,6 +168,19 @@ fn try_run(
             Some("body is empty or only `pass`".into()),
         ));
     }
+    let availability = sandbox::availability();
+    if !availability.sandboxed() {
+        if cfg.require_sandbox {
+            return Err(EvalError::task(
+                &task.namespace,
+                format!(
+                    "the sandbox is required but unavailable: {}",
+                    availability.reason.as_deref().unwrap_or("no namespaces")
+                ),
+            ));
+        }
+        sandbox::warn_unsandboxed();
+    }
     let (text, span) = read_target(task, source_root)?;
     let project = source_root.join(&task.project_path);
     let tmp = tempfile::Builder::new()
@@ -174,11 +198,23 @@ fn try_run(
             ),
         )
     })?;
-    let target = copy.join(task.file_in_project());
-    std::fs::write(&target, body::splice(&text, span, completion))
-        .map_err(|e| EvalError::io(&target, e))?;
+    // Never through a symlink: the completion path and its folders must be real in the copy.
+    sandbox::write_no_follow(
+        &copy,
+        Path::new(task.file_in_project()),
+        body::splice(&text, span, completion).as_bytes(),
+    )
+    .map_err(|e| {
+        EvalError::task(
+            &task.namespace,
+            format!("cannot write the completion into the copy: {e}"),
+        )
+    })?;
     let home = tmp.path().join("home");
-    std::fs::create_dir_all(&home).map_err(|e| EvalError::io(&home, e))?;
+    let scratch = tmp.path().join("tmp");
+    for d in [&home, &scratch] {
+        std::fs::create_dir_all(d).map_err(|e| EvalError::io(d, e))?;
+    }
 
     let python = resolve_python(&cfg.python).ok_or_else(|| {
         EvalError::task(
@@ -189,21 +225,9 @@ fn try_run(
             ),
         )
     })?;
-    let env = scrubbed_env(&home);
-    let mut read_only = Vec::new();
-    if cfg.guard_source && sandbox::read_only_guard_available() {
-        let root = source_root
-            .canonicalize()
-            .map_err(|e| EvalError::io(source_root, e))?;
-        let tmp_real = tmp
-            .path()
-            .canonicalize()
-            .map_err(|e| EvalError::io(tmp.path(), e))?;
-        // A copy inside the source root would be read-only too; keep only the copy then.
-        if !tmp_real.starts_with(&root) {
-            read_only.push(root);
-        }
-    }
+    let env = scrubbed_env(&home, &scratch);
+    // The log stays outside the writable trees; the child writes it only through its fds.
+    let writable = vec![copy.clone(), home.clone(), scratch.clone()];
     let log = tmp.path().join("pytest.log");
     let deadline = Instant::now() + cfg.timeout;
     let mut result = TaskResult::new(task, Outcome::Pass, None);
@@ -212,7 +236,9 @@ fn try_run(
         let limits = Limits {
             timeout: remaining,
             memory_bytes: cfg.memory_bytes,
-            read_only: read_only.clone(),
+            file_size_bytes: cfg.file_size_bytes,
+            writable: writable.clone(),
+            network: cfg.allow_network,
         };
         let args: Vec<String> = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test]
             .iter()
@@ -250,12 +276,13 @@ fn try_run(
 }
 
 /// Only what pytest needs; nothing from the caller's environment leaks into generated code.
-fn scrubbed_env(home: &Path) -> Vec<(String, String)> {
+fn scrubbed_env(home: &Path, tmp: &Path) -> Vec<(String, String)> {
     let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
     let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
     vec![
         ("PATH".into(), path),
         ("HOME".into(), home.display().to_string()),
+        ("TMPDIR".into(), tmp.display().to_string()),
         ("LANG".into(), lang),
         ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
         ("PYTHONHASHSEED".into(), "0".into()),

@@ -59,20 +59,27 @@ pub fn completions(dir: &Path, items: &[(&str, &str)]) -> PathBuf {
 
 /// Runs `repohop eval --json` on the fixture with extra arguments.
 pub fn eval(out: &Path, extra: &[&str]) -> Output {
-    let fx = fixture();
+    eval_command(&fixture().join("Source_Code"), out, extra)
+        .output()
+        .unwrap()
+}
+
+/// `repohop eval --json` on the fixture's tasks with `source_root` (the fixture's
+/// `Source_Code` or a copy of it) and extra arguments.
+pub fn eval_command(source_root: &Path, out: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_repohop"));
     cmd.arg("eval")
         .arg("--tasks")
-        .arg(fx.join("tasks.jsonl"))
+        .arg(fixture().join("tasks.jsonl"))
         .arg("--source-root")
-        .arg(fx.join("Source_Code"))
+        .arg(source_root)
         .arg("--python")
         .arg(python())
         .arg("--out")
         .arg(out)
         .arg("--json")
         .args(extra);
-    cmd.output().unwrap()
+    cmd
 }
 
 pub fn summary(out: &Output) -> serde_json::Value {
