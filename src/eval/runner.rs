@@ -185,7 +185,7 @@ fn try_run(
     let project = source_root.join(&task.project_path);
     let tmp = tempfile::Builder::new()
         .prefix("repohop-eval-")
-        .tempdir()
+        .tempdir_in(sandbox::work_base())
         .map_err(|e| EvalError::task(&task.namespace, format!("cannot make a temp dir: {e}")))?;
     let copy = tmp.path().join("project");
     sandbox::copy_project(&project, &copy).map_err(|e| {

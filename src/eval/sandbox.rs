@@ -149,6 +149,21 @@ unsafe fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     Ok(OwnedFd::from_raw_fd(fd))
 }
 
+/// Where task copies are made: `/var/tmp` when it is a writable folder, so that the sandbox can
+/// give each test a private `/tmp` without hiding the copy; else the system temp folder.
+pub fn work_base() -> PathBuf {
+    let var_tmp = Path::new("/var/tmp");
+    let writable = std::ffi::CString::new("/var/tmp")
+        // SAFETY: access(2) on a NUL-terminated path.
+        .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+        .unwrap_or(false);
+    if var_tmp.is_dir() && writable {
+        var_tmp.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 /// Limits for one child process.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -410,6 +425,10 @@ struct NsPlan {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     writable: Vec<CString>,
+    /// Mount a private tmpfs on /tmp: tests write fixed paths there (DevEval's bplustree
+    /// writes `/tmp/bplustree-testfile.index`), and the host's /tmp holds other tasks'
+    /// copies. Only when no writable tree lies under /tmp (it would be hidden).
+    private_tmp: bool,
     cwd: CString,
 }
 
@@ -442,6 +461,10 @@ impl ChildSetup {
                     .iter()
                     .map(|p| c_path(&p.canonicalize()?))
                     .collect::<io::Result<_>>()?,
+                private_tmp: limits
+                    .writable
+                    .iter()
+                    .all(|p| p.canonicalize().is_ok_and(|p| !p.starts_with("/tmp"))),
                 cwd: c_path(&std::path::absolute(cwd)?)?,
             }),
         };
@@ -639,6 +662,15 @@ impl NsPlan {
             libc::MS_NOSUID | libc::MS_NODEV,
             c"size=67108864,mode=1777".as_ptr().cast(),
         );
+        if self.private_tmp {
+            check(libc::mount(
+                c"tmpfs".as_ptr(),
+                c"/tmp".as_ptr(),
+                c"tmpfs".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                c"size=268435456,mode=1777".as_ptr().cast(),
+            ))?;
+        }
         // The old working directory is on the read-only mount; enter the writable bind.
         check(libc::chdir(self.cwd.as_ptr()))?;
         if !self.network {
