@@ -1750,21 +1750,10 @@ fn java_self_recursion(src: &str, def: Node, target: &Target) -> Option<Problem>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repo::{resolve_target, IndexOptions, Repository};
+    use crate::repo::{resolve_target, Repository};
 
     fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository) {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = dir.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        let opts = IndexOptions {
-            use_cache: false,
-            ..IndexOptions::default()
-        };
-        let repo = Repository::open(dir.path(), &opts).unwrap();
-        (dir, repo)
+        crate::repo::temp_repository(files)
     }
 
     fn check_in(repo: &Repository, target: &str, function: &str) -> Grounding {

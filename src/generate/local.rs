@@ -289,21 +289,10 @@ fn by_distance(anchor: usize, n_lines: usize) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::repo::{resolve_target, IndexOptions, Repository};
+    use crate::repo::{resolve_target, Repository};
 
     fn open(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository) {
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in files {
-            let p = dir.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        }
-        let opts = IndexOptions {
-            use_cache: false,
-            ..IndexOptions::default()
-        };
-        let repo = Repository::open(dir.path(), &opts).unwrap();
-        (dir, repo)
+        crate::repo::temp_repository(files)
     }
 
     const SHAPES: &str = "import math\nfrom .util import clamp\n\nUNIT = 'cm'\n\n\
