@@ -131,3 +131,39 @@ fn missing_completion_is_an_error_not_a_crash() {
         .to_string();
     assert!(msg.contains("no completion for this namespace"), "{msg}");
 }
+
+/// The scenario of the target's own file in the prompt, with the real model: the plotter's
+/// step size is only in the target's file, so the signature alone can't give it.
+#[test]
+fn the_targets_own_file_turns_a_failing_completion_into_a_passing_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = fixture().join("Source_Code");
+    let before = snapshot(&source);
+    let run = |name: &str, extra: &[&str]| {
+        let out = tmp.path().join(name);
+        let args = [&["--method"][..], extra].concat();
+        let s = summary(
+            &tasks_command("scenario-tasks.jsonl", &source, &out, &args)
+                .output()
+                .unwrap(),
+        );
+        (s, out)
+    };
+    let (s, out) = run("alone", &["direct", "--no-local"]);
+    assert_eq!(s["method"], "direct-nolocal");
+    assert_eq!(s["passed"], 0, "{}", completion_of(&out));
+    let (s, out) = run("local", &["direct"]);
+    assert_eq!(s["passed"], 1, "{}", completion_of(&out));
+    assert!(completion_of(&out).contains("STEPS_PER_METRE"));
+
+    // Dense similarity keeps the project's vectors in the run directory, never in the project.
+    let (s, out) = run("dense", &["dense"]);
+    assert_eq!(s["total"], 1);
+    let vectors: Vec<_> = std::fs::read_dir(out.join("vectors")).unwrap().collect();
+    assert_eq!(vectors.len(), 1);
+    assert_eq!(snapshot(&source), before);
+}
+
+fn completion_of(run: &std::path::Path) -> String {
+    std::fs::read_to_string(run.join("completions.jsonl")).unwrap()
+}

@@ -1,6 +1,6 @@
 //! `repohop eval` (Pass@1 batch runs) and `repohop report` (compare run directories).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -12,6 +12,8 @@ use repohop::eval::report::{load_run, markdown, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{method, tasks};
 use repohop::retrieve::dyretriever::ExpandMode;
+
+use super::search::EmbedArgs;
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -38,6 +40,14 @@ pub struct EvalArgs {
     /// named `<method>-nogrounding`.
     #[arg(long)]
     no_grounding: bool,
+    /// Answers sampled when the checked answer still names what doesn't exist; other than the
+    /// default, the run is named `<method>-samples<N>`.
+    #[arg(long, default_value_t = repohop::generate::pipeline::SAMPLES)]
+    samples: usize,
+    /// The embedder of dense similarity (other than the default, the run is named
+    /// `<method>-embed-<model>`), and its device. Vectors are kept in the run directory.
+    #[command(flatten)]
+    embed: EmbedArgs,
     /// DyRetriever's expand step: the LLM, the parsed call sites, or both.
     #[arg(long, value_enum, default_value = "static")]
     expand: ExpandMode,
@@ -141,10 +151,17 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     if !lines.is_empty() {
         return score_line_tasks(&args, &lines);
     }
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = match &args.method {
+            Some(m) => settings(&args, Path::new("")).variant_name(m),
+            None => "completions".into(),
+        };
+        PathBuf::from("eval-runs").join(name)
+    });
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
         (None, Some(m)) => Source::Method(
-            method::builtin(m, &settings(&args))
+            method::builtin(m, &settings(&args, &out.join("vectors")))
                 .map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
         ),
         _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
@@ -155,13 +172,6 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
             args.source_root.display()
         );
     }
-    let out = args.out.clone().unwrap_or_else(|| {
-        let name = match &args.method {
-            Some(m) => settings(&args).variant_name(m),
-            None => "completions".into(),
-        };
-        PathBuf::from("eval-runs").join(name)
-    });
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
     let sandbox = repohop::eval::sandbox::availability();
     if args.require_sandbox && !sandbox.sandboxed() {
@@ -285,12 +295,16 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     Ok(())
 }
 
-fn settings(args: &EvalArgs) -> method::Settings {
+/// The methods' settings; the projects' vectors are kept in `vectors_dir`.
+fn settings(args: &EvalArgs, vectors_dir: &Path) -> method::Settings {
     method::Settings {
+        embed_model: args.embed.embed_model.clone(),
+        embed_device: args.embed.device.clone(),
         local: !args.no_local,
         expand: args.expand,
         paper_walk: args.paper_walk,
         grounding: !args.no_grounding,
-        ..method::Settings::new(&args.model)
+        samples: args.samples,
+        ..method::Settings::new(&args.model, vectors_dir)
     }
 }

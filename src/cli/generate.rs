@@ -4,9 +4,10 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use repohop::generate::pipeline::{self, Embeddings, Method, PipelineOptions, Similarity};
+use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
+use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use repohop::generate::{GenerateOptions, Target};
-use repohop::llm::{CandleLlm, LlmOptions};
+use repohop::llm::LlmOptions;
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::write::{write_function, Placement, WriteOptions};
@@ -14,10 +15,9 @@ use repohop::repo::{resolve_target, Repository};
 use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use super::repo::RepoArgs;
-use super::search::{index_embeddings, EmbedArgs};
+use super::search::EmbedArgs;
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Sparse {
@@ -73,7 +73,8 @@ pub struct GenerateArgs {
     /// Most prompt tokens (context that does not fit is dropped and reported).
     #[arg(long, default_value_t = 6144)]
     pub prompt_budget: usize,
-    #[arg(long, default_value_t = 512)]
+    /// Most tokens of the answer.
+    #[arg(long, default_value_t = repohop::generate::MAX_NEW_TOKENS)]
     pub max_tokens: usize,
     /// Leave the target's own file (imports, class, neighbouring code) out of the prompt, as in
     /// the papers' layout.
@@ -82,6 +83,10 @@ pub struct GenerateArgs {
     /// Don't check the answer's names against the repository (and don't repair).
     #[arg(long)]
     pub no_grounding: bool,
+    /// Answers sampled when the checked answer still names what doesn't exist; the first with
+    /// fewer problems replaces it (0: none).
+    #[arg(long, default_value_t = pipeline::SAMPLES)]
+    pub samples: usize,
     /// Most tokens of the target's own file in the prompt.
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
@@ -113,25 +118,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         None => Similarity::Dense,
     };
 
-    let started = Instant::now();
-    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
-        .with_context(|| format!("cannot load generator model {}", args.model))?;
-    let load_s = started.elapsed().as_secs_f64();
     let view = MaskedView::new(&repo, id, false);
-
-    let started = Instant::now();
-    let embedded = match args.method.corpus(similarity) {
-        Some(corpus) => {
-            let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed, corpus)?;
-            Some((model, index))
-        }
-        None => None,
-    };
-    let index_s = started.elapsed().as_secs_f64();
-    let embeddings = embedded.as_ref().map(|(model, index)| Embeddings {
-        embedder: model,
-        index,
-    });
     let opts = PipelineOptions {
         method: args.method,
         similarity,
@@ -150,13 +137,31 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         top_sim: args.top_sim,
         local: !args.no_local,
         grounding: !args.no_grounding,
+        samples: args.samples,
         generation: GenerateOptions {
             prompt_budget: args.prompt_budget,
             local_budget: args.local_budget,
             max_new_tokens: args.max_tokens,
+            ..GenerateOptions::default()
         },
     };
-    let run = pipeline::run(&mut llm, &view, &target, embeddings.as_ref(), &opts)?;
+    let mut session = Session::load(SessionOptions {
+        model: args.model.clone(),
+        llm: LlmOptions::default(),
+        embed_model: args.embed.embed_model.clone(),
+        embed_device: args.embed.device.clone(),
+        vectors: VectorPlace::Repository,
+        pipeline: opts,
+    })?;
+    let load_s = session.load_s;
+    let SessionRun {
+        run,
+        indexing_s: index_s,
+        index_report,
+    } = session.run(&repo, &view, &target)?;
+    if let Some(why) = index_report.and_then(|r| r.rebuilt) {
+        eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
+    }
     let generation = &run.generation;
     let dy_trace = &run.dyretriever;
     let function = &generation.completion.function;
@@ -256,10 +261,18 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             .iter()
             .map(|p| format!("{:?} {}", p.kind, p.name))
             .collect();
-        let outcome = match (&run.grounding.repaired, run.grounding.kept_repair) {
-            (_, true) => "repaired",
-            (Some(_), false) => "repair not better, first answer kept",
-            (None, _) => "no repair needed",
+        let g = &run.grounding;
+        let outcome = match (&g.repaired, g.kept_repair, g.kept_sample) {
+            (_, _, Some(seed)) => format!("sampled candidate {seed} of {} kept", g.samples.len()),
+            (_, true, None) => "repaired".to_string(),
+            (Some(_), false, None) if g.samples.is_empty() => {
+                "repair not better, first answer kept".to_string()
+            }
+            (Some(_), false, None) => format!(
+                "neither the repair nor {} sampled candidates better, first answer kept",
+                g.samples.len()
+            ),
+            (None, _, None) => "no repair needed".to_string(),
         };
         eprintln!(
             "  names: {} checked{}; {outcome}",

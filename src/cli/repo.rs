@@ -139,11 +139,7 @@ pub fn index(args: IndexArgs) -> Result<()> {
         .map(|f| f.path.as_str())
         .collect();
     let embeddings = if args.embed {
-        Some(super::search::index_command(
-            &repo,
-            &args.repo,
-            &args.embed_opts,
-        )?)
+        Some(super::search::index_command(&repo, &args.embed_opts)?)
     } else {
         None
     };

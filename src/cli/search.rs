@@ -50,28 +50,16 @@ pub struct SearchArgs {
 
 /// Where the vectors live: `<cache dir>/vectors/`, the cache dir being `--cache-dir` or
 /// `<repo>/.repohop` as for the symbol cache.
-fn vectors_dir(args: &RepoArgs, repo: &Repository, corpus: Corpus) -> PathBuf {
-    let base = match &args.cache_dir {
-        Some(d) if d.is_absolute() => d.clone(),
-        Some(d) => std::env::current_dir()
-            .map(|c| c.join(d))
-            .unwrap_or_else(|_| d.clone()),
-        None => repo.root().join(".repohop"),
-    };
-    base.join(corpus.cache_name())
-}
-
 /// Build or update the embedding index of `repo` for `corpus` (functions or SimpleRAG slices).
-pub fn index_embeddings(
+fn index_embeddings(
     repo: &Repository,
-    repo_args: &RepoArgs,
     args: &EmbedArgs,
     corpus: Corpus,
 ) -> Result<(LocalEmbedder, VectorIndex, UpdateReport)> {
     let device = embed::parse_device(&args.device)?;
     let model = embed::load(&args.embed_model, &device)?;
     let items = corpus.items(repo);
-    let dir = vectors_dir(repo_args, repo, corpus);
+    let dir = repo.cache_dir().join(corpus.cache_name());
     let (index, report) = VectorIndex::update(&dir, &model, &items)?;
     if let Some(why) = &report.rebuilt {
         eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
@@ -80,13 +68,9 @@ pub fn index_embeddings(
 }
 
 /// `repohop index --embed`: update the vectors, return a summary for the index report.
-pub fn index_command(
-    repo: &Repository,
-    repo_args: &RepoArgs,
-    args: &EmbedArgs,
-) -> Result<serde_json::Value> {
+pub fn index_command(repo: &Repository, args: &EmbedArgs) -> Result<serde_json::Value> {
     let t = Instant::now();
-    let (model, index, report) = index_embeddings(repo, repo_args, args, Corpus::Functions)?;
+    let (model, index, report) = index_embeddings(repo, args, Corpus::Functions)?;
     Ok(json!({
         "model": model.info(),
         "rows": index.len(),
@@ -96,14 +80,14 @@ pub fn index_command(
         "rebuilt": report.rebuilt,
         "stats": report.stats,
         "seconds": t.elapsed().as_secs_f64(),
-        "dir": vectors_dir(repo_args, repo, Corpus::Functions),
+        "dir": repo.cache_dir().join(Corpus::Functions.cache_name()),
     }))
 }
 
 /// `repohop search`.
 pub fn search(args: SearchArgs) -> Result<()> {
     let repo = args.repo.open()?;
-    let (model, index, _) = index_embeddings(&repo, &args.repo, &args.embed, Corpus::Functions)?;
+    let (model, index, _) = index_embeddings(&repo, &args.embed, Corpus::Functions)?;
     let q = model.embed(&[args.query.as_str()], TextKind::Query)?;
     let view = MaskedView::new(&repo, None, false);
     let visible: HashSet<String> = view.functions().map(|(_, f)| function_key(f)).collect();

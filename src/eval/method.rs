@@ -1,6 +1,6 @@
 //! The seam where generation pipelines plug into batch evaluation.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -86,16 +86,27 @@ pub struct Settings {
     pub paper_walk: bool,
     /// Check the answer's names and repair once.
     pub grounding: bool,
+    /// Sampled candidates when the repaired answer still has problems.
+    pub samples: usize,
+    /// The embedder (for methods with dense similarity) and its device.
+    pub embed_model: String,
+    pub embed_device: String,
+    /// Where the projects' vectors are kept between runs (never inside the projects).
+    pub vectors_dir: PathBuf,
 }
 
 impl Settings {
-    pub fn new(model: &str) -> Self {
+    pub fn new(model: &str, vectors_dir: &Path) -> Self {
         Self {
             model: model.to_string(),
             local: true,
             expand: ExpandMode::default(),
             paper_walk: false,
             grounding: true,
+            samples: crate::generate::pipeline::SAMPLES,
+            embed_model: crate::embed::DEFAULT_MODEL.to_string(),
+            embed_device: "cpu".to_string(),
+            vectors_dir: vectors_dir.to_path_buf(),
         }
     }
 
@@ -107,12 +118,22 @@ impl Settings {
         }
         if !self.grounding {
             out.push_str("-nogrounding");
+        } else if self.samples != crate::generate::pipeline::SAMPLES {
+            out.push_str(&format!("-samples{}", self.samples));
         }
         if self.paper_walk {
             out.push_str("-paperwalk");
         }
         if self.expand != ExpandMode::default() {
             out.push_str(&format!("-expand-{}", self.expand.name()));
+        }
+        if self.embed_model != crate::embed::DEFAULT_MODEL {
+            let model: String = self
+                .embed_model
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            out.push_str(&format!("-embed-{model}"));
         }
         out
     }

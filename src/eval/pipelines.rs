@@ -2,7 +2,6 @@
 //! repository model, masked, and generated from its signature and the task's requirement.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -10,13 +9,10 @@ use serde_json::json;
 use super::locate;
 use super::method::{Generated, Method, MethodError, MethodInput, Phase, Settings};
 use super::tasks::Requirement;
-use crate::embed::{self, LocalEmbedder};
-use crate::generate::pipeline::{
-    self, ContextItem, Corpus, Embeddings, Method as Kind, PipelineOptions, Similarity,
-};
+use crate::generate::pipeline::{ContextItem, Method as Kind, PipelineOptions, Similarity};
+use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{LocalContext, Target};
-use crate::index::vectors::VectorIndex;
-use crate::llm::{CandleLlm, LlmOptions};
+use crate::llm::LlmOptions;
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
 use crate::repo::{resolve_target, Import, Lang, Repository};
@@ -24,15 +20,9 @@ use crate::retrieve::dyretriever::DyOptions;
 
 /// DyCoder or one of its ablations, on the default (or given) models.
 pub struct Pipeline {
-    llm: CandleLlm,
+    session: Session,
     /// Name in reports (`dycoder-bm25`: DyCoder with BM25 similarity).
     name: String,
-    opts: PipelineOptions,
-    corpus: Option<Corpus>,
-    embedder: Option<LocalEmbedder>,
-    /// Vectors per project, built once per run in a private folder.
-    vectors: HashMap<PathBuf, VectorIndex>,
-    vectors_dir: tempfile::TempDir,
 }
 
 impl Pipeline {
@@ -42,20 +32,17 @@ impl Pipeline {
         similarity: Similarity,
         settings: &Settings,
     ) -> Result<Self, MethodError> {
-        let corpus = kind.corpus(similarity);
-        let embedder = if corpus.is_some() {
-            let device = embed::parse_device("cpu")?;
-            Some(embed::load(embed::DEFAULT_MODEL, &device)?)
-        } else {
-            None
-        };
-        Ok(Self {
-            llm: CandleLlm::load(&settings.model, &LlmOptions::default())?,
-            name: name.to_string(),
-            opts: PipelineOptions {
+        let session = Session::load(SessionOptions {
+            model: settings.model.clone(),
+            llm: LlmOptions::default(),
+            embed_model: settings.embed_model.clone(),
+            embed_device: settings.embed_device.clone(),
+            vectors: VectorPlace::Under(settings.vectors_dir.clone()),
+            pipeline: PipelineOptions {
                 similarity,
                 local: settings.local,
                 grounding: settings.grounding,
+                samples: settings.samples,
                 dy: DyOptions {
                     expand: settings.expand,
                     anchored: !settings.paper_walk,
@@ -63,23 +50,11 @@ impl Pipeline {
                 },
                 ..PipelineOptions::new(kind)
             },
-            corpus,
-            embedder,
-            vectors: HashMap::new(),
-            vectors_dir: tempfile::tempdir()?,
+        })?;
+        Ok(Self {
+            session,
+            name: name.to_string(),
         })
-    }
-
-    fn vectors_for(&mut self, project: &PathBuf, repo: &Repository) -> Result<(), MethodError> {
-        let (Some(embedder), Some(corpus)) = (&self.embedder, self.corpus) else {
-            return Ok(());
-        };
-        if !self.vectors.contains_key(project) {
-            let dir = self.vectors_dir.path().join(self.vectors.len().to_string());
-            let (index, _) = VectorIndex::update(&dir, embedder, &corpus.items(repo))?;
-            self.vectors.insert(project.clone(), index);
-        }
-        Ok(())
     }
 }
 
@@ -97,22 +72,11 @@ impl Method for Pipeline {
         if let Some(req) = &task.requirement {
             target.docstring = Some(requirement_text(req));
         }
-        let started = std::time::Instant::now();
-        self.vectors_for(&project, &repo)?;
-        let indexing_s = started.elapsed().as_secs_f64();
-
         let view = MaskedView::new(&repo, Some(id), false);
-        let embeddings = match (&self.embedder, self.vectors.get(&project)) {
-            (Some(embedder), Some(index)) => Some(Embeddings { embedder, index }),
-            _ => None,
-        };
-        let run = pipeline::run(
-            &mut self.llm,
-            &view,
-            &target,
-            embeddings.as_ref(),
-            &self.opts,
-        )?;
+        let SessionRun {
+            run, indexing_s, ..
+        } = self.session.run(&repo, &view, &target)?;
+        let opts = &self.session.options;
         let dy = &run.dyretriever;
         let r = &run.generation.response;
         let mut phases = vec![Phase {
@@ -120,14 +84,14 @@ impl Method for Pipeline {
             seconds: indexing_s,
             ..Phase::default()
         }];
-        if self.opts.method.uses_similarity() {
+        if opts.method.uses_similarity() {
             phases.push(Phase {
                 name: "similarity".into(),
                 seconds: run.similarity_s,
                 ..Phase::default()
             });
         }
-        if self.opts.method.uses_dyretriever() {
+        if opts.method.uses_dyretriever() {
             phases.push(Phase {
                 name: "dyretriever".into(),
                 seconds: run.dyretriever_s,
@@ -141,7 +105,7 @@ impl Method for Pipeline {
             tokens_in: run.generation_tokens.0 as u64,
             tokens_out: run.generation_tokens.1 as u64,
         });
-        let shows_context = self.opts.method != Kind::Direct || run.generation.local.is_some();
+        let shows_context = opts.method != Kind::Direct || run.generation.local.is_some();
         let context = shows_context.then(|| {
             names_present(
                 &view,

@@ -6,12 +6,13 @@ pub mod local;
 pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
+pub mod session;
 
 pub use local::{LocalContext, LocalView};
 pub use postprocess::{complete_function, BodySource, Completion, PostprocessError, TargetShape};
 pub use prompts::ContextSnippet;
 
-use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
+use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt, Sampling};
 use crate::repo::{lang, FnId, Lang, Repository};
 
 /// What is asked for: the target's header as written in its file and its docstring.
@@ -156,6 +157,7 @@ pub struct GenerateOptions {
     /// Most tokens of the target's own file (the local view), when one is given.
     pub local_budget: usize,
     pub max_new_tokens: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for GenerateOptions {
@@ -163,10 +165,14 @@ impl Default for GenerateOptions {
         Self {
             prompt_budget: 6144,
             local_budget: 2048,
-            max_new_tokens: 512,
+            max_new_tokens: MAX_NEW_TOKENS,
+            sampling: Sampling::Greedy,
         }
     }
 }
+
+/// Most answer tokens by default: DevEval's longest reference functions run past 512.
+pub const MAX_NEW_TOKENS: usize = 1024;
 
 /// Characters per token assumed when sizing the local view (code with Qwen's tokenizer runs
 /// 3–4; the whole prompt is then counted exactly).
@@ -274,6 +280,29 @@ pub fn repair(
     )
 }
 
+/// Another answer to `first`'s conversation, drawn with `sampling` (a candidate for the names
+/// check when the greedy answer has problems).
+pub fn resample(
+    llm: &mut dyn Llm,
+    target: &Target,
+    first: &Generation,
+    sampling: Sampling,
+    options: &GenerateOptions,
+) -> Result<Generation, GenerateError> {
+    let options = GenerateOptions {
+        sampling,
+        ..options.clone()
+    };
+    answer(
+        llm,
+        target,
+        first.messages.clone(),
+        first.dropped.clone(),
+        first.local.clone(),
+        &options,
+    )
+}
+
 fn answer(
     llm: &mut dyn Llm,
     target: &Target,
@@ -285,6 +314,7 @@ fn answer(
     let prompt = Prompt::Chat(messages.clone());
     let mut request = GenerateRequest::new(prompt.clone());
     request.max_new_tokens = options.max_new_tokens;
+    request.sampling = options.sampling;
     let response = llm.generate(&request)?;
     let completion = complete_function(&response.text, &target.shape())
         .map_err(|e| GenerateError::Postprocess(e, response.text.clone()))?;

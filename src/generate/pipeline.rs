@@ -9,11 +9,12 @@ use serde::Serialize;
 use super::grounding::{self, Grounding};
 use super::postprocess::dedent;
 use super::{
-    generate, repair, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView, Target,
+    generate, repair, resample, ContextSnippet, GenerateError, GenerateOptions, Generation,
+    LocalView, Target,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
-use crate::llm::Llm;
+use crate::llm::{Llm, Sampling};
 use crate::repo::mask::MaskedView;
 use crate::repo::{FnId, Repository};
 use crate::retrieve::dense::{self, DenseError};
@@ -117,8 +118,17 @@ pub struct PipelineOptions {
     /// Check the answer's names against the repository and, when some don't exist, ask once
     /// more with what is wrong and what exists.
     pub grounding: bool,
+    /// Answers drawn at temperature when the checked answer (after the repair round) still has
+    /// problems; the first with fewer problems replaces it.
+    pub samples: usize,
     pub generation: GenerateOptions,
 }
+
+/// Sampled candidates by default.
+pub const SAMPLES: usize = 3;
+/// How the candidates are drawn: diverse enough to leave a wrong name, close to greedy.
+const SAMPLE_TEMPERATURE: f32 = 0.7;
+const SAMPLE_TOP_P: f32 = 0.95;
 
 impl PipelineOptions {
     pub fn new(method: Method) -> Self {
@@ -129,6 +139,7 @@ impl PipelineOptions {
             top_sim: 10,
             local: true,
             grounding: true,
+            samples: SAMPLES,
             generation: GenerateOptions::default(),
         }
     }
@@ -161,12 +172,27 @@ pub struct GroundingTrace {
     pub repaired: Option<Grounding>,
     /// The repaired answer replaced the first (it had fewer problems).
     pub kept_repair: bool,
-    /// The first answer, when the repair replaced it.
+    /// The first answer, when the repair or a sample replaced it.
     pub first_answer: Option<String>,
     /// Why the repair round gave no answer (the first one stands).
     pub repair_error: Option<String>,
     /// Prompt and generated tokens of the repair round.
     pub repair_tokens: (usize, usize),
+    /// The repair round's answer, kept or not.
+    pub repaired_answer: Option<String>,
+    /// The sampled candidates, in the order drawn.
+    pub samples: Vec<SampleTrace>,
+    /// The seed of the sampled candidate that replaced the answer.
+    pub kept_sample: Option<u64>,
+}
+
+/// One sampled candidate and what the names check found in it.
+#[derive(Debug, Serialize)]
+pub struct SampleTrace {
+    pub seed: u64,
+    pub check: Option<Grounding>,
+    pub error: Option<String>,
+    pub tokens: (usize, usize),
 }
 
 /// A result of the similarity part: a function or a SimpleRAG slice, with its score.
@@ -188,7 +214,7 @@ pub struct PipelineRun {
     pub generation: Generation,
     /// The names check of the first answer and, after a repair round, of the second.
     pub grounding: GroundingTrace,
-    /// Prompt and generated tokens of the generation step, the repair round included.
+    /// Prompt and generated tokens of the generation step, the repair round and samples included.
     pub generation_tokens: (usize, usize),
     pub similarity_s: f64,
     pub dyretriever_s: f64,
@@ -285,17 +311,22 @@ pub fn run(
         generation.response.prompt_tokens,
         generation.response.generated_tokens,
     );
+    let mut extra_tokens = (0, 0);
     if opts.grounding {
         let first = grounding::check(view, target, &generation.completion.function);
+        let original = generation.clone();
+        let mut problems = first.problems.len();
         if let Some(request) = grounding::repair_request(&first) {
             match repair(llm, target, &generation, &request, &opts.generation) {
                 Ok(second) => {
                     let r = &second.response;
                     checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);
+                    extra_tokens = checked.repair_tokens;
+                    checked.repaired_answer = Some(second.raw_answer.clone());
                     let again = grounding::check(view, target, &second.completion.function);
-                    if again.problems.len() < first.problems.len() {
+                    if again.problems.len() < problems {
+                        problems = again.problems.len();
                         checked.kept_repair = true;
-                        checked.first_answer = Some(generation.raw_answer.clone());
                         generation = second;
                     }
                     checked.repaired = Some(again);
@@ -303,6 +334,43 @@ pub fn run(
                 Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
                 Err(e) => checked.repair_error = Some(e.to_string()),
             }
+        }
+        for seed in 1..=opts.samples as u64 {
+            if problems == 0 {
+                break;
+            }
+            let sampling = Sampling::Sample {
+                temperature: SAMPLE_TEMPERATURE,
+                top_p: SAMPLE_TOP_P,
+                seed,
+            };
+            let mut trace = SampleTrace {
+                seed,
+                check: None,
+                error: None,
+                tokens: (0, 0),
+            };
+            match resample(llm, target, &original, sampling, &opts.generation) {
+                Ok(candidate) => {
+                    let r = &candidate.response;
+                    trace.tokens = (r.prompt_tokens, r.generated_tokens);
+                    extra_tokens.0 += r.prompt_tokens;
+                    extra_tokens.1 += r.generated_tokens;
+                    let check = grounding::check(view, target, &candidate.completion.function);
+                    if check.problems.len() < problems {
+                        problems = check.problems.len();
+                        checked.kept_sample = Some(seed);
+                        generation = candidate;
+                    }
+                    trace.check = Some(check);
+                }
+                Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
+                Err(e) => trace.error = Some(e.to_string()),
+            }
+            checked.samples.push(trace);
+        }
+        if checked.kept_repair || checked.kept_sample.is_some() {
+            checked.first_answer = Some(original.raw_answer.clone());
         }
         checked.first = Some(first);
     }
@@ -321,8 +389,8 @@ pub fn run(
             .collect(),
         generation,
         generation_tokens: (
-            first_tokens.0 + checked.repair_tokens.0,
-            first_tokens.1 + checked.repair_tokens.1,
+            first_tokens.0 + extra_tokens.0,
+            first_tokens.1 + extra_tokens.1,
         ),
         grounding: checked,
         similarity_s,
@@ -410,4 +478,123 @@ fn snippet_code(view: &MaskedView, id: FnId) -> Option<String> {
             before.len() - before.rfind('\n').map_or(0, |i| i + 1)
         });
     Some(dedent(&format!("{}{code}", " ".repeat(column))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{FinishReason, GenerateRequest, GenerateResponse, LlmError, Prompt};
+    use crate::repo::{resolve_target, temp_repository};
+
+    /// Answers name a helper that doesn't exist, except greedy ones when `greedy_clean` and
+    /// the sampled one with seed `good_seed`.
+    struct Scripted {
+        greedy_clean: bool,
+        good_seed: u64,
+        calls: Vec<Sampling>,
+    }
+
+    impl Llm for Scripted {
+        fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+            self.calls.push(request.sampling);
+            let clean = match request.sampling {
+                Sampling::Greedy => self.greedy_clean,
+                Sampling::Sample { seed, .. } => seed == self.good_seed,
+            };
+            let body = if clean {
+                "return a + b"
+            } else {
+                "return add_numbers(a, b)"
+            };
+            Ok(GenerateResponse {
+                text: format!("```python\ndef total(a, b):\n    {body}\n```"),
+                finish_reason: FinishReason::Stop,
+                prompt_tokens: 100,
+                cached_prompt_tokens: 0,
+                generated_tokens: 10,
+                prefill_ms: 0.0,
+                decode_ms: 0.0,
+                constraint_ms: 0.0,
+                tokens: Vec::new(),
+            })
+        }
+        fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
+            Ok(match prompt {
+                Prompt::Chat(m) => m.iter().map(|m| m.content.len() / 4).sum(),
+                _ => 0,
+            })
+        }
+        fn context_window(&self) -> usize {
+            32_768
+        }
+        fn name(&self) -> &str {
+            "scripted"
+        }
+    }
+
+    fn run_with(mut llm: Scripted, samples: usize) -> (PipelineRun, Vec<Sampling>) {
+        let (_dir, repo) = temp_repository(&[(
+            "calc.py",
+            "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n    return a + b\n",
+        )]);
+        let id = resolve_target(&repo, "calc.total").expect("target");
+        let view = MaskedView::new(&repo, Some(id), false);
+        let target = Target::of(&repo, id).expect("target");
+        let opts = PipelineOptions {
+            samples,
+            ..PipelineOptions::new(Method::Direct)
+        };
+        let run = run(&mut llm, &view, &target, None, &opts).expect("run");
+        (run, llm.calls)
+    }
+
+    fn flagged(good_seed: u64) -> Scripted {
+        Scripted {
+            greedy_clean: false,
+            good_seed,
+            calls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_sampled_candidate_without_problems_replaces_a_flagged_answer() {
+        let (run, calls) = run_with(flagged(2), 3);
+        // The first answer, the repair, then samples until one is clean: seed 3 is not drawn.
+        assert_eq!(calls.len(), 4);
+        assert_eq!(run.grounding.samples.len(), 2);
+        assert_eq!(run.grounding.kept_sample, Some(2));
+        assert!(!run.grounding.kept_repair);
+        let first = run
+            .grounding
+            .first_answer
+            .as_deref()
+            .expect("first answer kept");
+        assert!(first.contains("add_numbers"));
+        assert!(run.generation.completion.function.contains("return a + b"));
+        assert_eq!(run.generation_tokens, (400, 40));
+    }
+
+    #[test]
+    fn without_a_better_candidate_the_first_answer_stands() {
+        let (run, calls) = run_with(flagged(99), 2);
+        assert_eq!(calls.len(), 4);
+        assert_eq!(run.grounding.kept_sample, None);
+        assert_eq!(run.grounding.first_answer, None);
+        assert!(run.generation.completion.function.contains("add_numbers"));
+        // No samples asked for: the first answer and the repair only.
+        let (run, calls) = run_with(flagged(1), 0);
+        assert_eq!((calls.len(), run.grounding.samples.len()), (2, 0));
+    }
+
+    #[test]
+    fn a_clean_answer_is_neither_repaired_nor_sampled() {
+        let clean = Scripted {
+            greedy_clean: true,
+            good_seed: 1,
+            calls: Vec::new(),
+        };
+        let (run, calls) = run_with(clean, 3);
+        assert_eq!(calls, vec![Sampling::Greedy]);
+        assert!(run.grounding.repaired.is_none() && run.grounding.samples.is_empty());
+    }
 }

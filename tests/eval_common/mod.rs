@@ -67,10 +67,15 @@ pub fn eval(out: &Path, extra: &[&str]) -> Output {
 /// `repohop eval --json` on the fixture's tasks with `source_root` (the fixture's
 /// `Source_Code` or a copy of it) and extra arguments.
 pub fn eval_command(source_root: &Path, out: &Path, extra: &[&str]) -> Command {
+    tasks_command("tasks.jsonl", source_root, out, extra)
+}
+
+/// `repohop eval --json` on the fixture's task file `tasks`, as [`eval_command`].
+pub fn tasks_command(tasks: &str, source_root: &Path, out: &Path, extra: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_repohop"));
     cmd.arg("eval")
         .arg("--tasks")
-        .arg(fixture().join("tasks.jsonl"))
+        .arg(fixture().join(tasks))
         .arg("--source-root")
         .arg(source_root)
         .arg("--python")
