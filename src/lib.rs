@@ -1,5 +1,10 @@
 //! repohop: offline repository-level code generation (DyCoder) with local models.
 
+// Every unsafe operation sits in its own `unsafe` block, with a `// SAFETY:` comment saying
+// why it is sound.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod embed;
 pub mod eval;
 pub mod fsutil;

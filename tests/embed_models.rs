@@ -323,6 +323,52 @@ fn corrupt_config_and_unknown_names_are_clear_errors() {
     assert!(err.to_string().contains("not an embedder"), "{err}");
 }
 
+/// The load error of a tiny model whose config.json was edited: it must name config.json
+/// and `expected`.
+fn config_error(name: &str, edit: impl FnOnce(&mut serde_json::Value), expected: &str) {
+    let dir = broken_copy(name);
+    let path = dir.path().join("config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut c);
+    std::fs::write(&path, c.to_string()).unwrap();
+    let Some(err) = load_dir(dir.path()).err() else {
+        panic!("{name} loaded; expected an error naming {expected:?}")
+    };
+    assert!(
+        matches!(err, EmbedError::BadFile { ref path, .. } if path.ends_with("config.json")),
+        "{err}"
+    );
+    assert!(err.to_string().contains(expected), "{err}");
+}
+
+#[test]
+fn configs_the_kernels_cannot_run_are_rejected() {
+    // Each loaded before, into NaN or meaningless vectors.
+    config_error(
+        "tiny-qwen3",
+        |c| c["rope_parameters"]["rope_theta"] = 0.0.into(),
+        "rope_theta 0",
+    );
+    config_error(
+        "tiny-qwen3",
+        |c| c["rms_norm_eps"] = (-1.0).into(),
+        "rms_norm_eps -1",
+    );
+    config_error(
+        "tiny-roberta",
+        |c| c["layer_norm_eps"] = (-1.0).into(),
+        "layer_norm_eps -1",
+    );
+    // Rejected before too, now with the field's own message.
+    config_error(
+        "tiny-qwen3",
+        |c| c["num_key_value_heads"] = 0.into(),
+        "num_key_value_heads",
+    );
+    config_error("tiny-qwen3", |c| c["head_dim"] = 15.into(), "head_dim 15");
+}
+
 #[test]
 fn hub_repo_ids_resolve_from_the_local_cache_offline() {
     // A fake HF cache holding the tiny model as `acme/tiny-roberta`.

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 
 mod test_device;
 
+use candle_core::quantized::gguf_file;
+use candle_core::Device;
+
 use repohop::llm::qwen::QwenModel;
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, Llm, LlmError, LlmOptions, Message, ModelFiles,
@@ -389,6 +392,180 @@ fn fim_prompt_uses_the_special_tokens() {
     assert_eq!(ids[ids.len() - 3], id("<|fim_suffix|>"));
 }
 
+// ---- model configurations the kernels cannot run ----------------------------------------
+
+/// A copy of the tiny Qwen2 safetensors model with its config.json and tensors edited.
+fn edited_safetensors(
+    edit_config: impl FnOnce(&mut serde_json::Value),
+    edit_tensors: impl FnOnce(&mut std::collections::HashMap<String, candle_core::Tensor>),
+) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = fixture("qwen2");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("config.json")).unwrap()).unwrap();
+    edit_config(&mut config);
+    let config_path = dir.path().join("config.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let mut tensors =
+        candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).unwrap();
+    edit_tensors(&mut tensors);
+    let weights = dir.path().join("model.safetensors");
+    candle_core::safetensors::save(&tensors, &weights).unwrap();
+    (dir, config_path, weights)
+}
+
+/// The load error of an invalid model, which must name the problem.
+fn load_error(result: Result<QwenModel, LlmError>, expected: &str) -> String {
+    let Some(e) = result.err() else {
+        panic!("the model loaded; expected an error naming {expected:?}")
+    };
+    assert!(matches!(e, LlmError::Load { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains(expected), "{text}");
+    text
+}
+
+#[test]
+fn zero_kv_heads_are_rejected_at_load() {
+    // The k and v projections emptied to match: before validation this loaded, and the first
+    // forward divided by zero in attention.
+    let (_dir, config, weights) = edited_safetensors(
+        |c| c["num_key_value_heads"] = 0.into(),
+        |ts| {
+            for i in 0..2 {
+                for n in ["k_proj", "v_proj"] {
+                    let p = format!("model.layers.{i}.self_attn.{n}");
+                    let empty = |shape: &[usize]| {
+                        candle_core::Tensor::zeros(shape, candle_core::DType::F32, &Device::Cpu)
+                            .unwrap()
+                    };
+                    ts.insert(format!("{p}.weight"), empty(&[0, 64]));
+                    ts.insert(format!("{p}.bias"), empty(&[0]));
+                }
+            }
+        },
+    );
+    let result = QwenModel::from_safetensors(&config, &[weights], &test_device());
+    load_error(result, "0 key/value heads");
+}
+
+#[test]
+fn inconsistent_safetensors_configs_are_rejected_at_load() {
+    let load = |edit: fn(&mut serde_json::Value)| {
+        let (_dir, config, weights) = edited_safetensors(edit, |_| {});
+        QwenModel::from_safetensors(&config, &[weights], &test_device())
+    };
+    load_error(
+        load(|c| c["num_key_value_heads"] = 3.into()),
+        "not a multiple of 3 key/value heads",
+    );
+    load_error(
+        load(|c| c["num_attention_heads"] = 0.into()),
+        "0 attention heads",
+    );
+    load_error(
+        load(|c| c["num_attention_heads"] = 3.into()),
+        "hidden size 64 is not a multiple of 3 attention heads",
+    );
+    load_error(load(|c| c["head_dim"] = 15.into()), "head dimension 15");
+    load_error(load(|c| c["vocab_size"] = 0.into()), "vocabulary size is 0");
+    load_error(load(|c| c["num_hidden_layers"] = 0.into()), "0 layers");
+    load_error(
+        load(|c| c["max_position_embeddings"] = 0.into()),
+        "context length is 0",
+    );
+    load_error(
+        load(|c| c["rope_parameters"]["rope_theta"] = 0.0.into()),
+        "rope theta 0",
+    );
+    load_error(load(|c| c["rms_norm_eps"] = (-1.0).into()), "epsilon -1");
+    load_error(
+        load(|c| c["intermediate_size"] = 0.into()),
+        "intermediate size is 0",
+    );
+    // A config that disagrees with the tensors.
+    load_error(
+        load(|c| c["intermediate_size"] = 128.into()),
+        "model.layers.0.mlp.gate_proj.weight has shape [96, 64], the configuration implies [128, 64]",
+    );
+}
+
+type Metadata = std::collections::HashMap<String, gguf_file::Value>;
+type QTensors = std::collections::HashMap<String, candle_core::quantized::QTensor>;
+
+/// Loads a copy of the tiny Qwen2 GGUF with its metadata and tensors edited.
+fn load_edited_gguf(
+    edit: impl FnOnce(&mut Metadata, &mut QTensors),
+) -> Result<QwenModel, LlmError> {
+    let src = fixture("qwen2-gguf").join("model.gguf");
+    let mut file = std::fs::File::open(&src).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    let mut metadata = content.metadata.clone();
+    let mut tensors: QTensors = content
+        .tensor_infos
+        .keys()
+        .map(|n| {
+            (
+                n.clone(),
+                content.tensor(&mut file, n, &Device::Cpu).unwrap(),
+            )
+        })
+        .collect();
+    edit(&mut metadata, &mut tensors);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("model.gguf");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let md: Vec<_> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let ts: Vec<_> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        gguf_file::write(&mut out, &md, &ts).unwrap();
+    }
+    let mut file = std::fs::File::open(&path).unwrap();
+    let content = gguf_file::Content::read(&mut file).unwrap();
+    QwenModel::from_gguf(&path, &content, &mut file, &test_device())
+}
+
+#[test]
+fn invalid_gguf_configs_are_rejected_at_load() {
+    use gguf_file::Value;
+    let set = |key: &str, v: Value| {
+        load_edited_gguf(|md, _| {
+            md.insert(key.to_string(), v);
+        })
+    };
+    load_error(
+        set("qwen2.attention.head_count_kv", Value::U32(0)),
+        "0 key/value heads",
+    );
+    load_error(
+        set("qwen2.attention.head_count_kv", Value::U32(3)),
+        "not a multiple of 3 key/value heads",
+    );
+    load_error(
+        set("qwen2.rope.freq_base", Value::F32(f32::NAN)),
+        "rope theta NaN",
+    );
+    load_error(
+        set("qwen2.context_length", Value::U32(0)),
+        "context length is 0",
+    );
+    // One layer's up projection narrower than the others'.
+    let narrow = load_edited_gguf(|_, ts| {
+        let zeros =
+            candle_core::Tensor::zeros((32, 64), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let t = candle_core::quantized::QTensor::quantize(
+            &zeros,
+            candle_core::quantized::GgmlDType::F32,
+        )
+        .unwrap();
+        ts.insert("blk.1.ffn_up.weight".into(), t);
+    });
+    load_error(
+        narrow,
+        "blk.1.ffn_up.weight has shape [32, 64], the configuration implies [96, 64]",
+    );
+}
+
 // ---- decode speed at the real model's size (not a correctness check) -------------------
 
 /// Qwen2.5-1.5B's shape (hidden 1536, 28 layers, 12 query and 2 KV heads, FFN 8960, a tied
@@ -510,7 +687,7 @@ fn write_big_gguf(dir: &Path) -> PathBuf {
 /// step, as the engine does); prints the rates.
 fn time_decode(model: &mut QwenModel, label: &str, prompt: usize, steps: usize) {
     use std::time::Instant;
-    let vocab = model.config.vocab_size as u32;
+    let vocab = model.config().vocab_size as u32;
     let ids: Vec<u32> = (0..prompt as u32).map(|i| (i * 7919) % vocab).collect();
     // Warm-up (kernel loading, cuBLAS handles), then reset the cache.
     model.forward(&ids[..8], false).unwrap();

@@ -71,13 +71,15 @@ fn field(
     path: &Path,
     key: &str,
 ) -> std::result::Result<usize, EmbedError> {
-    config[key]
-        .as_u64()
-        .map(|n| n as usize)
-        .ok_or_else(|| EmbedError::BadFile {
-            path: path.into(),
-            reason: format!("`{key}` is missing or not a number"),
-        })
+    let reason = match config[key].as_u64() {
+        None => format!("`{key}` is missing or not a number"),
+        Some(0) => format!("`{key}` is 0"),
+        Some(n) => return Ok(n as usize),
+    };
+    Err(EmbedError::BadFile {
+        path: path.into(),
+        reason,
+    })
 }
 
 impl Bert {
@@ -100,7 +102,7 @@ impl Bert {
         );
         let (vocab, n_pos) = (f("vocab_size")?, f("max_position_embeddings")?);
         let types = config["type_vocab_size"].as_u64().unwrap_or(2) as usize;
-        if heads == 0 || hidden % heads != 0 {
+        if !hidden.is_multiple_of(heads) {
             return Err(EmbedError::BadFile {
                 path: config_path.into(),
                 reason: format!(
@@ -109,6 +111,12 @@ impl Bert {
             });
         }
         let eps = config["layer_norm_eps"].as_f64().unwrap_or(1e-12);
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(EmbedError::BadFile {
+                path: config_path.into(),
+                reason: format!("layer_norm_eps {eps} is not a finite non-negative number"),
+            });
+        }
         let act = match config["hidden_act"].as_str().unwrap_or("gelu") {
             "gelu" => Activation::GeluErf,
             "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Activation::GeluTanh,

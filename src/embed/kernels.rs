@@ -8,30 +8,78 @@
 //! The element-wise loops are compiled three times (AVX-512, AVX2+FMA, baseline) and picked at
 //! run time, so a generic build still uses the machine's widest vectors.
 
+use std::sync::OnceLock;
+
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-/// Compile `$body` (a loop over slices) for AVX-512, AVX2+FMA and baseline; pick at run time.
+/// Whether `REPOHOP_PORTABLE_KERNELS=1` asks for the portable kernels: no CPU-specific code
+/// even where the CPU has it (so that tests on an AVX-512 machine can cover the code other
+/// machines run). Read once per process.
+pub(crate) fn portable_forced() -> bool {
+    static FORCED: OnceLock<bool> = OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1"))
+}
+
+/// Which build of a [`multiversion`] loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum VectorIsa {
+    /// AVX-512 F/VL with AVX2, FMA and F16C (the features `avx512f` implies).
+    Avx512,
+    Avx2Fma,
+    Portable,
+}
+
+/// The widest build this CPU runs, whatever [`portable_forced`] says.
+pub(crate) fn detected_vector_isa() -> VectorIsa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx2") && has!("fma") {
+            if has!("avx512f") && has!("avx512vl") && has!("f16c") {
+                return VectorIsa::Avx512;
+            }
+            return VectorIsa::Avx2Fma;
+        }
+    }
+    VectorIsa::Portable
+}
+
+/// The build of the [`multiversion`] loops that runs, chosen once: [`VectorIsa::Avx512`] or
+/// [`VectorIsa::Avx2Fma`] only when the CPU has every feature it is compiled for.
+pub(crate) fn vector_isa() -> VectorIsa {
+    static ISA: OnceLock<VectorIsa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        if portable_forced() {
+            VectorIsa::Portable
+        } else {
+            detected_vector_isa()
+        }
+    })
+}
+
+/// Compile `$body` (a loop over slices) for AVX-512, AVX2+FMA and baseline; pick at run time
+/// by [`vector_isa`].
 macro_rules! multiversion {
     ($vis:vis $name:ident, ($($arg:ident : $ty:ty),*), $body:expr) => {
         $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
+                use $crate::embed::kernels::{vector_isa, VectorIsa};
+                /// # Safety
+                /// The CPU must have AVX-512 F/VL, AVX2, FMA and F16C.
                 #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
                 unsafe fn wide($($arg: $ty),*) { $body }
+                /// # Safety
+                /// The CPU must have AVX2 and FMA.
                 #[target_feature(enable = "avx2,fma")]
                 unsafe fn avx2($($arg: $ty),*) { $body }
-                if std::arch::is_x86_feature_detected!("avx512f")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                {
-                    // SAFETY: the CPU has the features `wide` is compiled for.
-                    return unsafe { wide($($arg),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: as above.
-                    return unsafe { avx2($($arg),*) };
+                match vector_isa() {
+                    // SAFETY: `vector_isa` picks Avx512 only when every feature is detected.
+                    VectorIsa::Avx512 => return unsafe { wide($($arg),*) },
+                    // SAFETY: `vector_isa` picks Avx2Fma only when AVX2 and FMA are detected.
+                    VectorIsa::Avx2Fma => return unsafe { avx2($($arg),*) },
+                    VectorIsa::Portable => {}
                 }
             }
             $body
@@ -127,27 +175,32 @@ pub(crate) unsafe fn matmul_into(
     (m, n, k): (usize, usize, usize),
     scale: f32,
 ) {
-    gemm::gemm(
-        m,
-        n,
-        k,
-        dst,
-        1,
-        dst_row,
-        false,
-        a.ptr,
-        a.col,
-        a.row,
-        b.ptr,
-        b.col,
-        b.row,
-        0.0,
-        scale,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
+    // SAFETY: gemm touches exactly the elements the shapes and strides address (each matrix
+    // passed as column stride, then row stride), which the caller guarantees are in bounds
+    // and disjoint; `read_dst` is false, so `dst` need not be initialised.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_row,
+            false,
+            a.ptr,
+            a.col,
+            a.row,
+            b.ptr,
+            b.col,
+            b.row,
+            0.0,
+            scale,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
+    }
 }
 
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
@@ -197,15 +250,18 @@ struct EncoderAttention {
 /// A raw pointer to the output that tasks writing disjoint parts may share.
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
-// SAFETY: every (sequence, head) task writes only its own rows × head columns.
+// SAFETY: every (sequence, head) task writes only its own rows × head columns, and rayon
+// joins the tasks before the output is read.
 unsafe impl Send for OutPtr {}
+// SAFETY: as for `Send`: shared use only ever writes disjoint parts.
 unsafe impl Sync for OutPtr {}
 
 impl OutPtr {
     /// # Safety
     /// `offset` must stay inside the output buffer.
     unsafe fn at(self, offset: usize) -> *mut f32 {
-        self.0.add(offset)
+        // SAFETY: the caller keeps `offset` inside the buffer `self.0` points to.
+        unsafe { self.0.add(offset) }
     }
 }
 
@@ -272,6 +328,7 @@ impl CustomOp2 for EncoderAttention {
                 for row in scores.chunks_mut(n) {
                     softmax_row(row);
                 }
+                // SAFETY: row r·l + start, column head·dh lies inside `out` (b·l rows of d).
                 let dst = unsafe { out_ptr.at((r * l + start) * d + head * dh) };
                 // SAFETY: as above; rows start..end, columns head·dh.. of `out`.
                 unsafe {
@@ -306,12 +363,28 @@ pub fn encoder_attention(
     qkv.contiguous()?.apply_op2_no_bwd(&mask.contiguous()?, &op)
 }
 
+/// Asserts that the loops run the build `REPOHOP_PORTABLE_KERNELS` asks for: the portable one
+/// when it is `1` (the test script's second run), else the widest this CPU has. Every kernel
+/// test calls it, so that the two runs cannot silently test the same build twice.
+#[cfg(test)]
+pub(crate) fn assert_dispatch_follows_env() {
+    let forced = std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1");
+    assert_eq!(portable_forced(), forced);
+    let want = if forced {
+        VectorIsa::Portable
+    } else {
+        detected_vector_isa()
+    };
+    assert_eq!(vector_isa(), want, "REPOHOP_PORTABLE_KERNELS={forced}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn erf_and_exp_are_accurate() {
+        assert_dispatch_follows_env();
         let mut worst_erf = 0.0f64;
         let mut worst_exp = 0.0f64;
         for i in -6000..=6000 {
@@ -333,6 +406,7 @@ mod tests {
 
     #[test]
     fn gelu_matches_candle() {
+        assert_dispatch_follows_env();
         let xs: Vec<f32> = (-500..500).map(|i| i as f32 / 50.0).collect();
         let t = Tensor::new(xs.as_slice(), &candle_core::Device::Cpu).unwrap();
         let a = gelu(&t).unwrap().to_vec1::<f32>().unwrap();
@@ -344,6 +418,7 @@ mod tests {
 
     #[test]
     fn fused_attention_matches_candle_ops() {
+        assert_dispatch_follows_env();
         let dev = candle_core::Device::Cpu;
         let (b, l, h, dh) = (3, 5, 2, 4);
         let d = h * dh;

@@ -48,10 +48,10 @@ impl Qwen3 {
         };
         let c: serde_json::Value =
             serde_json::from_str(config_text).map_err(|e| bad(e.to_string()))?;
-        let f = |k: &str| {
-            c[k].as_u64()
-                .map(|n| n as usize)
-                .ok_or_else(|| bad(format!("`{k}` is missing or not a number")))
+        let f = |k: &str| match c[k].as_u64() {
+            None => Err(bad(format!("`{k}` is missing or not a number"))),
+            Some(0) => Err(bad(format!("`{k}` is 0"))),
+            Some(n) => Ok(n as usize),
         };
         let (hidden, heads, n_layers, inter, vocab) = (
             f("hidden_size")?,
@@ -63,7 +63,7 @@ impl Qwen3 {
         let kv_heads = c["num_key_value_heads"]
             .as_u64()
             .map_or(heads, |n| n as usize);
-        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(bad(format!(
                 "num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}"
             )));
@@ -71,12 +71,29 @@ impl Qwen3 {
         let head_dim = c["head_dim"]
             .as_u64()
             .map_or(hidden / heads, |n| n as usize);
-        let eps = c["rms_norm_eps"].as_f64().unwrap_or(1e-6) as f32;
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(bad(format!(
+                "head_dim {head_dim} is not a positive even number (the rotary embedding rotates \
+                 its two halves)"
+            )));
+        }
+        let eps = c["rms_norm_eps"].as_f64().unwrap_or(1e-6);
+        if !(eps.is_finite() && eps >= 0.0) {
+            return Err(bad(format!(
+                "rms_norm_eps {eps} is not a finite non-negative number"
+            )));
+        }
+        let eps = eps as f32;
         // transformers ≥ 5 moved rope_theta into rope_parameters.
         let theta = c["rope_theta"]
             .as_f64()
             .or_else(|| c["rope_parameters"]["rope_theta"].as_f64())
             .unwrap_or(1_000_000.0);
+        if !(theta.is_finite() && theta > 0.0) {
+            return Err(bad(format!(
+                "rope_theta {theta} is not a positive finite number"
+            )));
+        }
         if c["attention_bias"].as_bool() == Some(true) {
             return Err(bad(
                 "attention_bias = true is not supported for qwen3".into()

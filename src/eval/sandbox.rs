@@ -114,6 +114,7 @@ pub fn write_no_follow(root: &Path, rel: &Path, data: &[u8]) -> io::Result<()> {
     let mut dir = unsafe { owned(libc::open(root_c.as_ptr(), dir_flags)) }?;
     for d in dirs {
         let name = cstr(d)?;
+        // SAFETY: openat(2) on an fd we own and a NUL-terminated name; the result is owned.
         let next = unsafe { owned(libc::openat(dir.as_raw_fd(), name.as_ptr(), dir_flags)) };
         dir = next.map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) | Some(libc::ENOTDIR) => refuse(&format!(
@@ -125,6 +126,7 @@ pub fn write_no_follow(root: &Path, rel: &Path, data: &[u8]) -> io::Result<()> {
     }
     let name = cstr(file)?;
     let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: as above.
     let fd = unsafe { owned(libc::openat(dir.as_raw_fd(), name.as_ptr(), flags)) }.map_err(
         |e| match e.raw_os_error() {
             Some(libc::ELOOP) => refuse("is a symlink"),
@@ -146,7 +148,8 @@ unsafe fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(OwnedFd::from_raw_fd(fd))
+    // SAFETY: the caller hands over a fresh descriptor that nothing else owns or closes.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Where task copies are made: `/var/tmp` when it is a writable folder, so that the sandbox can
@@ -561,46 +564,50 @@ impl ChildSetup {
     /// # Safety
     /// Only between fork and exec.
     unsafe fn become_test(&self, old: &libc::sigset_t, sandboxed: bool) -> io::Result<()> {
-        libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
-        // Descriptors the evaluator inherited without close-on-exec don't reach the test.
-        const CLOSE_RANGE_CLOEXEC: libc::c_ulong = 1 << 2;
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_ulong,
-            libc::c_uint::MAX as libc::c_ulong,
-            CLOSE_RANGE_CLOEXEC,
-        );
-        set_limit(libc::RLIMIT_AS, self.memory_bytes)?;
-        set_limit(libc::RLIMIT_FSIZE, self.file_size_bytes)?;
-        check(prctl(libc::PR_SET_NO_NEW_PRIVS, 1))?;
-        prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-        );
-        // An empty bounding set (and the empty inheritable set a new user namespace starts
-        // with) leaves even uid 0 without capabilities after exec: nothing can unmount.
-        for cap in 0..64 {
-            if prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong) != 0 {
-                let errno = *libc::__errno_location();
-                if errno == libc::EINVAL {
-                    break;
-                }
-                if sandboxed {
-                    fail(b"repohop sandbox: cannot drop capabilities\n");
+        // SAFETY: raw syscalls on values prepared before the fork and on stack values; no
+        // allocation (the caller runs between fork and exec).
+        unsafe {
+            libc::sigprocmask(libc::SIG_SETMASK, old, std::ptr::null_mut());
+            // Descriptors the evaluator inherited without close-on-exec don't reach the test.
+            const CLOSE_RANGE_CLOEXEC: libc::c_ulong = 1 << 2;
+            libc::syscall(
+                libc::SYS_close_range,
+                3 as libc::c_ulong,
+                libc::c_uint::MAX as libc::c_ulong,
+                CLOSE_RANGE_CLOEXEC,
+            );
+            set_limit(libc::RLIMIT_AS, self.memory_bytes)?;
+            set_limit(libc::RLIMIT_FSIZE, self.file_size_bytes)?;
+            check(prctl(libc::PR_SET_NO_NEW_PRIVS, 1))?;
+            prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            );
+            // An empty bounding set (and the empty inheritable set a new user namespace starts
+            // with) leaves even uid 0 without capabilities after exec: nothing can unmount.
+            for cap in 0..64 {
+                if prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong) != 0 {
+                    let errno = *libc::__errno_location();
+                    if errno == libc::EINVAL {
+                        break;
+                    }
+                    if sandboxed {
+                        fail(b"repohop sandbox: cannot drop capabilities\n");
+                    }
                 }
             }
+            // Nothing inheritable either (a root evaluator may have it set), nor kept now.
+            let header = CapHeader {
+                version: 0x2008_0522,
+                pid: 0,
+            };
+            let data = [CapData::default(); 2];
+            let rc = libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr());
+            if rc != 0 && sandboxed {
+                fail(b"repohop sandbox: cannot clear capabilities\n");
+            }
+            Ok(())
         }
-        // Nothing inheritable either (a root evaluator may have it set), nor kept now.
-        let header = CapHeader {
-            version: 0x2008_0522,
-            pid: 0,
-        };
-        let data = [CapData::default(); 2];
-        let rc = libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr());
-        if rc != 0 && sandboxed {
-            fail(b"repohop sandbox: cannot clear capabilities\n");
-        }
-        Ok(())
     }
 }
 
@@ -610,91 +617,99 @@ impl NsPlan {
     /// # Safety
     /// Only between fork and exec.
     unsafe fn enter(&self) -> io::Result<()> {
-        let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
-        if self.user {
-            flags |= libc::CLONE_NEWUSER;
-        }
-        if !self.network {
-            flags |= libc::CLONE_NEWNET;
-        }
-        check(libc::unshare(flags))?;
-        if self.user {
-            write_proc(c"/proc/self/setgroups", b"deny")?;
-            write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-            write_proc(c"/proc/self/gid_map", &self.gid_map)?;
-        }
-        let none = std::ptr::null();
-        check(libc::mount(
-            c"none".as_ptr(),
-            c"/".as_ptr(),
-            none,
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        ))?;
-        let ro = MountAttr {
-            attr_set: MOUNT_ATTR_RDONLY,
-            attr_clr: 0,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        mount_setattr(c"/", &ro)?;
-        let rw = MountAttr {
-            attr_set: 0,
-            attr_clr: MOUNT_ATTR_RDONLY,
-            propagation: 0,
-            userns_fd: 0,
-        };
-        for p in &self.writable {
+        // SAFETY: raw syscalls on NUL-terminated strings and byte buffers prepared before the
+        // fork; no allocation (the caller runs between fork and exec).
+        unsafe {
+            let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC;
+            if self.user {
+                flags |= libc::CLONE_NEWUSER;
+            }
+            if !self.network {
+                flags |= libc::CLONE_NEWNET;
+            }
+            check(libc::unshare(flags))?;
+            if self.user {
+                write_proc(c"/proc/self/setgroups", b"deny")?;
+                write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+                write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            }
+            let none = std::ptr::null();
             check(libc::mount(
-                p.as_ptr(),
-                p.as_ptr(),
+                c"none".as_ptr(),
+                c"/".as_ptr(),
                 none,
-                libc::MS_BIND | libc::MS_REC,
+                libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ))?;
-            mount_setattr(p, &rw)?;
-        }
-        // Python's multiprocessing wants a writable /dev/shm; best effort.
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            c"/dev/shm".as_ptr(),
-            c"tmpfs".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            c"size=67108864,mode=1777".as_ptr().cast(),
-        );
-        if self.private_tmp {
-            check(libc::mount(
+            let ro = MountAttr {
+                attr_set: MOUNT_ATTR_RDONLY,
+                attr_clr: 0,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            mount_setattr(c"/", &ro)?;
+            let rw = MountAttr {
+                attr_set: 0,
+                attr_clr: MOUNT_ATTR_RDONLY,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            for p in &self.writable {
+                check(libc::mount(
+                    p.as_ptr(),
+                    p.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REC,
+                    std::ptr::null(),
+                ))?;
+                mount_setattr(p, &rw)?;
+            }
+            // Python's multiprocessing wants a writable /dev/shm; best effort.
+            libc::mount(
                 c"tmpfs".as_ptr(),
-                c"/tmp".as_ptr(),
+                c"/dev/shm".as_ptr(),
                 c"tmpfs".as_ptr(),
                 libc::MS_NOSUID | libc::MS_NODEV,
-                c"size=268435456,mode=1777".as_ptr().cast(),
-            ))?;
+                c"size=67108864,mode=1777".as_ptr().cast(),
+            );
+            if self.private_tmp {
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    c"/tmp".as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    c"size=268435456,mode=1777".as_ptr().cast(),
+                ))?;
+            }
+            // The old working directory is on the read-only mount; enter the writable bind.
+            check(libc::chdir(self.cwd.as_ptr()))?;
+            if !self.network {
+                loopback_up();
+            }
+            Ok(())
         }
-        // The old working directory is on the read-only mount; enter the writable bind.
-        check(libc::chdir(self.cwd.as_ptr()))?;
-        if !self.network {
-            loopback_up();
-        }
-        Ok(())
     }
 }
 
 /// # Safety
 /// Raw syscall on a NUL-terminated path and a stack value.
 unsafe fn mount_setattr(path: &std::ffi::CStr, attr: &MountAttr) -> io::Result<()> {
-    let rc = libc::syscall(
-        libc::SYS_mount_setattr,
-        libc::AT_FDCWD as libc::c_long,
-        path.as_ptr(),
-        libc::AT_RECURSIVE as libc::c_ulong,
-        attr as *const MountAttr,
-        std::mem::size_of::<MountAttr>() as libc::c_ulong,
-    );
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
+    // SAFETY: `path` is NUL-terminated and `attr` a live `struct mount_attr` of the size
+    // passed; the kernel only reads them.
+    unsafe {
+        let rc = libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD as libc::c_long,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_ulong,
+            attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>() as libc::c_ulong,
+        );
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// In G: a procfs of the new PID namespace on /proc, else an empty tmpfs over it (the host's
@@ -703,28 +718,32 @@ unsafe fn mount_setattr(path: &std::ffi::CStr, attr: &MountAttr) -> io::Result<(
 /// # Safety
 /// Only between fork and exec.
 unsafe fn mount_proc() {
-    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    if libc::mount(
-        c"proc".as_ptr(),
-        c"/proc".as_ptr(),
-        c"proc".as_ptr(),
-        flags,
-        std::ptr::null(),
-    ) == 0
-    {
-        return;
+    // SAFETY: mount(2) on static NUL-terminated strings; no allocation (the caller runs
+    // between fork and exec).
+    unsafe {
+        let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        if libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            flags,
+            std::ptr::null(),
+        ) == 0
+        {
+            return;
+        }
+        if libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/proc".as_ptr(),
+            c"tmpfs".as_ptr(),
+            flags | libc::MS_RDONLY,
+            c"size=4096".as_ptr().cast(),
+        ) == 0
+        {
+            return;
+        }
+        fail(b"repohop sandbox: cannot hide the host's /proc\n");
     }
-    if libc::mount(
-        c"tmpfs".as_ptr(),
-        c"/proc".as_ptr(),
-        c"tmpfs".as_ptr(),
-        flags | libc::MS_RDONLY,
-        c"size=4096".as_ptr().cast(),
-    ) == 0
-    {
-        return;
-    }
-    fail(b"repohop sandbox: cannot hide the host's /proc\n");
 }
 
 /// Brings `lo` up in the new network namespace; best effort.
@@ -732,22 +751,26 @@ unsafe fn mount_proc() {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn loopback_up() {
-    let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-    if fd < 0 {
-        return;
+    // SAFETY: socket/ioctl/close on a descriptor we own and a live `struct ifreq`; no
+    // allocation (the caller runs between fork and exec).
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return;
+        }
+        let mut req = IfReqFlags {
+            name: [0; libc::IFNAMSIZ],
+            flags: 0,
+            _pad: [0; 22],
+        };
+        req.name[0] = b'l';
+        req.name[1] = b'o';
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) == 0 {
+            req.flags |= libc::IFF_UP as libc::c_short;
+            libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
+        }
+        libc::close(fd);
     }
-    let mut req = IfReqFlags {
-        name: [0; libc::IFNAMSIZ],
-        flags: 0,
-        _pad: [0; 22],
-    };
-    req.name[0] = b'l';
-    req.name[1] = b'o';
-    if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) == 0 {
-        req.flags |= libc::IFF_UP as libc::c_short;
-        libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
-    }
-    libc::close(fd);
 }
 
 /// Writes `msg` to the log (stderr) and exits with 125.
@@ -755,8 +778,11 @@ unsafe fn loopback_up() {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn fail(msg: &[u8]) -> ! {
-    libc::write(2, msg.as_ptr().cast(), msg.len());
-    libc::_exit(125);
+    // SAFETY: write(2) of a live buffer with its length, then _exit(2); both async-signal-safe.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::_exit(125);
+    }
 }
 
 /// Closes every descriptor from 3 up except `keep` (std's exec-error pipe among them: the
@@ -765,20 +791,24 @@ unsafe fn fail(msg: &[u8]) -> ! {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn close_all_but(keep: libc::c_int) {
-    let ranges = [(3, keep - 1), (keep + 1, libc::c_int::MAX)];
-    for (lo, hi) in ranges {
-        if lo > hi {
-            continue;
-        }
-        if libc::syscall(
-            libc::SYS_close_range,
-            lo as libc::c_ulong,
-            hi as libc::c_uint as libc::c_ulong,
-            0 as libc::c_ulong,
-        ) != 0
-        {
-            for fd in lo..hi.min(4096) {
-                libc::close(fd);
+    // SAFETY: closes only descriptors of this process, which is about to exec; nothing
+    // here uses them afterwards.
+    unsafe {
+        let ranges = [(3, keep - 1), (keep + 1, libc::c_int::MAX)];
+        for (lo, hi) in ranges {
+            if lo > hi {
+                continue;
+            }
+            if libc::syscall(
+                libc::SYS_close_range,
+                lo as libc::c_ulong,
+                hi as libc::c_uint as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                for fd in lo..hi.min(4096) {
+                    libc::close(fd);
+                }
             }
         }
     }
@@ -787,14 +817,17 @@ unsafe fn close_all_but(keep: libc::c_int) {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn wait_for(pid: libc::pid_t) -> libc::c_int {
-    loop {
-        let mut st = 0;
-        let r = libc::waitpid(pid, &mut st, 0);
-        if r == pid {
-            return st;
-        }
-        if r < 0 && *libc::__errno_location() != libc::EINTR {
-            return 1 << 8;
+    // SAFETY: waitpid(2) into a stack value; errno is this thread's.
+    unsafe {
+        loop {
+            let mut st = 0;
+            let r = libc::waitpid(pid, &mut st, 0);
+            if r == pid {
+                return st;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                return 1 << 8;
+            }
         }
     }
 }
@@ -804,20 +837,23 @@ unsafe fn wait_for(pid: libc::pid_t) -> libc::c_int {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn mirror(status: libc::c_int) -> ! {
-    if libc::WIFEXITED(status) {
-        libc::_exit(libc::WEXITSTATUS(status));
+    // SAFETY: signal, mask and exit syscalls on stack values; async-signal-safe.
+    unsafe {
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(1);
     }
-    if libc::WIFSIGNALED(status) {
-        let sig = libc::WTERMSIG(status);
-        libc::signal(sig, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::kill(libc::getpid(), sig);
-        libc::_exit(128 + sig);
-    }
-    libc::_exit(1);
 }
 
 /// Without a PID namespace: C is a subreaper, so whatever H left running (in its own session
@@ -826,66 +862,71 @@ unsafe fn mirror(status: libc::c_int) -> ! {
 /// # Safety
 /// Only between fork and exec.
 unsafe fn kill_orphans() {
-    // "/proc/self/task/<pid>/children"
-    let mut path = [0u8; 64];
-    let mut n = 0;
-    for b in b"/proc/self/task/" {
-        path[n] = *b;
-        n += 1;
-    }
-    let mut digits = [0u8; 12];
-    let mut d = 0;
-    let mut pid = libc::getpid();
-    while pid > 0 {
-        digits[d] = b'0' + (pid % 10) as u8;
-        pid /= 10;
-        d += 1;
-    }
-    while d > 0 {
-        d -= 1;
-        path[n] = digits[d];
-        n += 1;
-    }
-    for b in b"/children" {
-        path[n] = *b;
-        n += 1;
-    }
-    for _round in 0..1000 {
-        let mut found = false;
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            let mut buf = [0u8; 4096];
-            let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-            libc::close(fd);
-            let mut cur: libc::pid_t = 0;
-            for &b in buf.iter().take(len.max(0) as usize) {
-                if b.is_ascii_digit() {
-                    cur = cur * 10 + (b - b'0') as libc::pid_t;
-                } else if cur > 0 {
+    // SAFETY: open/read/close into stack buffers of the sizes passed (the path is
+    // NUL-terminated: `path` is zeroed and holds at most 16 + 10 + 9 bytes), then
+    // kill/waitpid; no allocation (the caller runs between fork and exec).
+    unsafe {
+        // "/proc/self/task/<pid>/children"
+        let mut path = [0u8; 64];
+        let mut n = 0;
+        for b in b"/proc/self/task/" {
+            path[n] = *b;
+            n += 1;
+        }
+        let mut digits = [0u8; 12];
+        let mut d = 0;
+        let mut pid = libc::getpid();
+        while pid > 0 {
+            digits[d] = b'0' + (pid % 10) as u8;
+            pid /= 10;
+            d += 1;
+        }
+        while d > 0 {
+            d -= 1;
+            path[n] = digits[d];
+            n += 1;
+        }
+        for b in b"/children" {
+            path[n] = *b;
+            n += 1;
+        }
+        for _round in 0..1000 {
+            let mut found = false;
+            let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd >= 0 {
+                let mut buf = [0u8; 4096];
+                let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                libc::close(fd);
+                let mut cur: libc::pid_t = 0;
+                for &b in buf.iter().take(len.max(0) as usize) {
+                    if b.is_ascii_digit() {
+                        cur = cur * 10 + (b - b'0') as libc::pid_t;
+                    } else if cur > 0 {
+                        libc::kill(cur, libc::SIGKILL);
+                        found = true;
+                        cur = 0;
+                    }
+                }
+                if cur > 0 {
                     libc::kill(cur, libc::SIGKILL);
                     found = true;
-                    cur = 0;
                 }
             }
-            if cur > 0 {
-                libc::kill(cur, libc::SIGKILL);
-                found = true;
+            let mut reaped = false;
+            loop {
+                let r = libc::waitpid(
+                    -1,
+                    std::ptr::null_mut(),
+                    if found { 0 } else { libc::WNOHANG },
+                );
+                if r <= 0 {
+                    break;
+                }
+                reaped = true;
             }
-        }
-        let mut reaped = false;
-        loop {
-            let r = libc::waitpid(
-                -1,
-                std::ptr::null_mut(),
-                if found { 0 } else { libc::WNOHANG },
-            );
-            if r <= 0 {
-                break;
+            if !found && !reaped {
+                return;
             }
-            reaped = true;
-        }
-        if !found && !reaped {
-            return;
         }
     }
 }
@@ -895,21 +936,27 @@ unsafe fn kill_orphans() {
 /// # Safety
 /// Plain syscall.
 unsafe fn prctl(op: libc::c_int, arg: libc::c_ulong) -> libc::c_int {
-    let zero: libc::c_ulong = 0;
-    libc::prctl(op, arg, zero, zero, zero)
+    // SAFETY: prctl(2) with plain integer arguments, each the width the kernel reads.
+    unsafe {
+        let zero: libc::c_ulong = 0;
+        libc::prctl(op, arg, zero, zero, zero)
+    }
 }
 
 /// # Safety
 /// Plain syscall on a stack value.
 unsafe fn set_limit(resource: libc::__rlimit_resource_t, bytes: Option<u64>) -> io::Result<()> {
-    let Some(bytes) = bytes else {
-        return Ok(());
-    };
-    let lim = libc::rlimit {
-        rlim_cur: bytes as libc::rlim_t,
-        rlim_max: bytes as libc::rlim_t,
-    };
-    check(libc::setrlimit(resource, &lim))
+    // SAFETY: setrlimit(2) reads a live stack value.
+    unsafe {
+        let Some(bytes) = bytes else {
+            return Ok(());
+        };
+        let lim = libc::rlimit {
+            rlim_cur: bytes as libc::rlim_t,
+            rlim_max: bytes as libc::rlim_t,
+        };
+        check(libc::setrlimit(resource, &lim))
+    }
 }
 
 fn check(rc: libc::c_int) -> io::Result<()> {
@@ -922,16 +969,20 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 /// # Safety
 /// Raw open/write/close on a NUL-terminated path; no allocation.
 unsafe fn write_proc(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
-    let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
+    // SAFETY: open(2) of a NUL-terminated path; write(2) of a live buffer with its
+    // length; the descriptor is ours to close.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
-    let n = libc::write(fd, data.as_ptr().cast(), data.len());
-    libc::close(fd);
-    if n != data.len() as isize {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// The last `max` bytes of a file, cut at a character boundary; reads only those bytes, however

@@ -103,8 +103,8 @@ impl CandleLlm {
                 config, weights, ..
             } => QwenModel::from_safetensors(config, weights, &device)?,
         };
-        let tokenizer = load_tokenizer(files.tokenizer(), model.config.vocab_size)?;
-        let token_bytes = TokenBytes::new(&tokenizer, model.config.vocab_size);
+        let tokenizer = load_tokenizer(files.tokenizer(), model.config().vocab_size)?;
+        let token_bytes = TokenBytes::new(&tokenizer, model.config().vocab_size);
         let cache_limit_tokens = options.kv_cache_bytes / model.kv_bytes_per_token().max(1);
         Ok(Self {
             name: name.to_string(),
@@ -122,7 +122,7 @@ impl CandleLlm {
     }
 
     pub fn config(&self) -> &QwenConfig {
-        &self.model.config
+        self.model.config()
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -153,7 +153,7 @@ impl CandleLlm {
             Prompt::Chat(msgs) if msgs.iter().all(|m| m.content.trim().is_empty()) => empty(),
             Prompt::Chat(msgs) => {
                 let system =
-                    (self.model.config.arch == Arch::Qwen2).then_some(QWEN2_DEFAULT_SYSTEM);
+                    (self.model.config().arch == Arch::Qwen2).then_some(QWEN2_DEFAULT_SYSTEM);
                 Ok(chatml(msgs, system))
             }
             Prompt::Fim { prefix, suffix } if prefix.is_empty() && suffix.is_empty() => empty(),
@@ -176,10 +176,10 @@ impl CandleLlm {
         prompt: &[u32],
         new_tokens: usize,
     ) -> Result<(f64, f64), LlmError> {
-        if prompt.is_empty() || prompt.len() + new_tokens > self.model.config.context_length {
+        if prompt.is_empty() || prompt.len() + new_tokens > self.model.config().context_length {
             return Err(LlmError::InvalidRequest(format!(
                 "benchmark needs 1..{} prompt + new tokens",
-                self.model.config.context_length
+                self.model.config().context_length
             )));
         }
         self.clear_cache();
@@ -264,7 +264,7 @@ impl CandleLlm {
         if ids.is_empty() {
             return Err(LlmError::InvalidRequest("the prompt is empty".into()));
         }
-        let window = self.model.config.context_length;
+        let window = self.model.config().context_length;
         if ids.len() >= window {
             return Err(LlmError::PromptTooLong {
                 tokens: ids.len(),
@@ -378,7 +378,7 @@ impl Llm for CandleLlm {
     }
 
     fn context_window(&self) -> usize {
-        self.model.config.context_length
+        self.model.config().context_length
     }
 
     fn name(&self) -> &str {

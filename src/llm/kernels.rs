@@ -30,6 +30,7 @@ fn par_ranges(n_items: usize, cost: usize, f: impl Fn(Range<usize>) + Sync) {
 pub(super) struct SharedMut(pub(super) *mut f32);
 // SAFETY: units write disjoint index ranges, and the pool joins before the owner reads.
 unsafe impl Send for SharedMut {}
+// SAFETY: as for `Send`: shared use only ever writes disjoint ranges.
 unsafe impl Sync for SharedMut {}
 
 impl SharedMut {
@@ -37,13 +38,15 @@ impl SharedMut {
     /// `offset..offset + len` must lie inside the buffer and be written by this unit only.
     #[allow(clippy::mut_from_ref)]
     unsafe fn slice(&self, offset: usize, len: usize) -> &mut [f32] {
-        std::slice::from_raw_parts_mut(self.at(offset), len)
+        // SAFETY: in bounds and not aliased, by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.at(offset), len) }
     }
 
     /// # Safety
     /// `offset` must lie inside the buffer.
     pub(super) unsafe fn at(&self, offset: usize) -> *mut f32 {
-        self.0.add(offset)
+        // SAFETY: in bounds, by the caller's contract.
+        unsafe { self.0.add(offset) }
     }
 }
 
@@ -130,25 +133,57 @@ pub(crate) fn silu_mul(gate: &Tensor, up: &Tensor) -> Result<Tensor> {
 
 /// One layer's keys and values on the CPU: `[kv_head][capacity][head_dim]` each, valid for
 /// the first `len` positions the model tracks.
+///
+/// Invariant, relied on by the unchecked reads and writes of [`attention`]: `k` and `v` hold
+/// exactly `kv_heads × cap × head_dim` values. The fields are private so that only
+/// [`HostKv::new`] and [`HostKv::resize`] set them.
 pub(crate) struct HostKv {
-    pub k: Vec<f32>,
-    pub v: Vec<f32>,
-    pub cap: usize,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    kv_heads: usize,
+    head_dim: usize,
+    cap: usize,
 }
 
 impl HostKv {
+    /// An empty cache (capacity 0) for `kv_heads` heads of `head_dim` values.
+    pub fn new(kv_heads: usize, head_dim: usize) -> Self {
+        Self {
+            k: Vec::new(),
+            v: Vec::new(),
+            kv_heads,
+            head_dim,
+            cap: 0,
+        }
+    }
+
+    /// Positions the buffers hold.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Bytes held by the buffers.
+    pub fn bytes(&self) -> usize {
+        (self.k.len() + self.v.len()) * std::mem::size_of::<f32>()
+    }
+
     /// Reallocates to `new_cap` positions, keeping the first `keep` of each head.
-    pub fn resize(&mut self, kv_heads: usize, head_dim: usize, new_cap: usize, keep: usize) {
+    pub fn resize(&mut self, new_cap: usize, keep: usize) -> Result<()> {
+        let (kvh, hd) = (self.kv_heads, self.head_dim);
+        let Some(len) = kvh.checked_mul(new_cap).and_then(|x| x.checked_mul(hd)) else {
+            bail!("a KV cache of {new_cap} positions of {kvh} heads of {hd} is too large")
+        };
         let keep = keep.min(new_cap).min(self.cap);
-        let mut k = vec![0f32; kv_heads * new_cap * head_dim];
-        let mut v = vec![0f32; kv_heads * new_cap * head_dim];
-        for g in 0..kv_heads {
-            let (src, dst) = (g * self.cap * head_dim, g * new_cap * head_dim);
-            let n = keep * head_dim;
+        let mut k = vec![0f32; len];
+        let mut v = vec![0f32; len];
+        for g in 0..kvh {
+            let (src, dst) = (g * self.cap * hd, g * new_cap * hd);
+            let n = keep * hd;
             k[dst..dst + n].copy_from_slice(&self.k[src..src + n]);
             v[dst..dst + n].copy_from_slice(&self.v[src..src + n]);
         }
-        *self = HostKv { k, v, cap: new_cap };
+        (self.k, self.v, self.cap) = (k, v, new_cap);
+        Ok(())
     }
 }
 
@@ -217,16 +252,39 @@ pub(crate) fn attention(
 ) -> Result<Vec<f32>> {
     let (h, kvh, hd) = (p.heads, p.kv_heads, p.head_dim);
     let half = hd / 2;
-    let total = pos + n;
+    let Some(total) = pos.checked_add(n) else {
+        bail!("attention: position {pos} + {n} overflows")
+    };
+    if h == 0 || kvh == 0 || !h.is_multiple_of(kvh) || hd == 0 || !hd.is_multiple_of(2) {
+        bail!("attention: {h} heads in groups of {kvh} key/value heads of {hd} values");
+    }
+    if (kv.kv_heads, kv.head_dim) != (kvh, hd) {
+        bail!(
+            "attention: a KV cache of {} heads of {} for {kvh} heads of {hd}",
+            kv.kv_heads,
+            kv.head_dim
+        );
+    }
     if q.len() != n * h * hd || k.len() != n * kvh * hd || v.len() != n * kvh * hd {
         bail!("attention: projections do not match {n} tokens of {h}/{kvh} heads of {hd}");
     }
-    if kv.cap < total || p.cos.len() < total * half || h % kvh != 0 {
+    let extra_ok = |x: Option<&[f32]>, len| x.is_none_or(|x| x.len() == len);
+    if !extra_ok(p.q_bias, h * hd)
+        || !extra_ok(p.k_bias, kvh * hd)
+        || !extra_ok(p.v_bias, kvh * hd)
+        || !extra_ok(p.q_norm, hd)
+        || !extra_ok(p.k_norm, hd)
+    {
+        bail!("attention: a bias or norm weight does not match {h}/{kvh} heads of {hd}");
+    }
+    if kv.cap < total || p.cos.len() < total * half || p.sin.len() < total * half {
         bail!(
             "attention: KV capacity {} or rotary table too small for {total}",
             kv.cap
         );
     }
+    // From here on `kv.k` and `kv.v` hold kvh × cap × hd values (HostKv's invariant) and
+    // every position written or read is below `total` ≤ cap.
     let cap = kv.cap;
     // Queries, then keys and values into the cache: bias, norm, rope per row.
     let mut qr = q.to_vec();
@@ -244,14 +302,15 @@ pub(crate) fn attention(
                     &p.sin[t * half..(t + 1) * half],
                 );
                 for head in 0..h {
-                    // SAFETY: row i of the query buffer belongs to this unit.
+                    // SAFETY: row i (i < n) of the n × h·hd query copy belongs to this unit.
                     let x = unsafe { qd.slice((i * h + head) * hd, hd) };
                     let b = p.q_bias.map(|b| &b[head * hd..(head + 1) * hd]);
                     finish_head(x, b, p.q_norm, p.eps, cs);
                 }
                 for g in 0..kvh {
                     let at = (g * cap + t) * hd;
-                    // SAFETY: position t of every KV head belongs to this unit's row i.
+                    // SAFETY: t < total ≤ cap, so position t of head g lies in the buffers;
+                    // it belongs to this unit's row i only.
                     let (kx, vx) = unsafe { (kd.slice(at, hd), vd.slice(at, hd)) };
                     kx.copy_from_slice(&k[(i * kvh + g) * hd..(i * kvh + g + 1) * hd]);
                     let b = p.k_bias.map(|b| &b[g * hd..(g + 1) * hd]);
@@ -289,8 +348,8 @@ pub(crate) fn attention(
             let kbase = &keys[g * cap * hd..];
             let vbase = &values[g * cap * hd..];
             // SAFETY: the pointers cover `rows` query rows of stride h·hd from row i0 (inside
-            // `qr`), `len` ≤ cap cache rows of head g, `scores` (rows × len), and this unit's
-            // rows i0.. of head `head` in `out`, which no other unit writes.
+            // `qr`, n × h·hd), `len` ≤ total ≤ cap cache rows of head g (inside `keys`, by
+            // HostKv's invariant), and `scores` (rows × len).
             unsafe {
                 let q = MatRef::new(qr.as_ptr().add((i0 * h + head) * hd), (h * hd) as isize, 1);
                 let kt = MatRef::new(kbase.as_ptr(), 1, hd as isize);
@@ -308,6 +367,9 @@ pub(crate) fn attention(
                 softmax_row(&mut row[..valid]);
                 row[valid..].fill(0.0);
             }
+            // SAFETY: `scores` (rows × len), `len` cache rows of head g in `values` (as above),
+            // and this unit's rows i0.. of head `head` in `out` (n × h·hd), which no other
+            // unit writes.
             unsafe {
                 let p = MatRef::new(scores.as_ptr(), len as isize, 1);
                 let v = MatRef::new(vbase.as_ptr(), hd as isize, 1);
@@ -375,6 +437,7 @@ mod tests {
 
     #[test]
     fn attention_matches_a_direct_computation() {
+        crate::embed::kernels::assert_dispatch_follows_env();
         let (h, kvh, hd) = (6, 2, 16);
         let half = hd / 2;
         let theta = 10_000f32;
@@ -410,16 +473,12 @@ mod tests {
             cos: &cos,
             sin: &sin,
         };
-        let mut kv = HostKv {
-            k: Vec::new(),
-            v: Vec::new(),
-            cap: 0,
-        };
+        let mut kv = HostKv::new(kvh, hd);
         let (mut keys, mut vals) = (Vec::new(), Vec::new());
         // A prefill of 70 tokens (three query blocks), then two single-token steps.
         let mut pos = 0;
         for n in [70usize, 1, 1] {
-            kv.resize(kvh, hd, pos + n + 3, pos);
+            kv.resize(pos + n + 3, pos).unwrap();
             let q: Vec<f32> = (0..n * h * hd).map(|_| 2.0 * rnd()).collect();
             let k: Vec<f32> = (0..n * kvh * hd).map(|_| 2.0 * rnd()).collect();
             let v: Vec<f32> = (0..n * kvh * hd).map(|_| rnd()).collect();
@@ -459,8 +518,83 @@ mod tests {
         }
     }
 
+    /// Parameters for `h`/`kvh` heads of `hd` over the rotary tables `cs` (their values do not
+    /// matter here).
+    fn params<'a>(h: usize, kvh: usize, hd: usize, cs: &'a (Vec<f32>, Vec<f32>)) -> AttnParams<'a> {
+        AttnParams {
+            heads: h,
+            kv_heads: kvh,
+            head_dim: hd,
+            eps: 1e-6,
+            q_bias: None,
+            k_bias: None,
+            v_bias: None,
+            q_norm: None,
+            k_norm: None,
+            cos: &cs.0,
+            sin: &cs.1,
+        }
+    }
+
+    #[test]
+    fn the_kv_cache_cannot_be_overrun() {
+        let (h, kvh, hd) = (4, 2, 16);
+        let cs = (vec![1f32; 1024 * hd / 2], vec![0f32; 1024 * hd / 2]);
+        let run = |p: &AttnParams, kv: &mut HostKv, pos: usize, n: usize| {
+            let q = vec![1f32; n * p.heads * p.head_dim];
+            let k = vec![1f32; n * p.kv_heads * p.head_dim];
+            attention(p, &q, &k, &k, kv, pos, n)
+        };
+        let p = params(h, kvh, hd, &cs);
+        // The buffers always hold kv_heads × cap × head_dim values.
+        let mut kv = HostKv::new(kvh, hd);
+        assert_eq!((kv.cap(), kv.bytes()), (0, 0));
+        kv.resize(40, 0).unwrap();
+        assert_eq!((kv.cap(), kv.bytes()), (40, 2 * 2 * 40 * 16 * 4));
+        assert!(run(&p, &mut kv, 0, 40).is_ok());
+        // Writing past the capacity is an error, not a write out of bounds.
+        let e = run(&p, &mut kv, 39, 2).unwrap_err().to_string();
+        assert!(e.contains("KV capacity 40"), "{e}");
+        let e = run(&p, &mut kv, usize::MAX, 2).unwrap_err().to_string();
+        assert!(e.contains("overflows"), "{e}");
+        // A cache made for one head layout cannot be used with another (the old public fields
+        // let a cache of one KV head's buffers into 2-head attention: heap corruption).
+        let mut small = HostKv::new(1, hd);
+        small.resize(1000, 0).unwrap();
+        let e = run(&p, &mut small, 0, 900).unwrap_err().to_string();
+        assert!(e.contains("a KV cache of 1 heads of 16"), "{e}");
+        let mut other = HostKv::new(kvh, 8);
+        other.resize(1000, 0).unwrap();
+        assert!(run(&p, &mut other, 0, 10).is_err());
+        // Shrinking keeps the invariant and the first positions.
+        kv.resize(8, 8).unwrap();
+        assert_eq!((kv.cap(), kv.bytes()), (8, 2 * 2 * 8 * 16 * 4));
+        assert!(run(&p, &mut kv, 8, 1).is_err());
+        assert!(run(&p, &mut kv, 7, 1).is_ok());
+        // An impossible size is an error, not a wrapped length.
+        assert!(kv.resize(usize::MAX / 4, 0).is_err());
+        assert_eq!(kv.cap(), 8);
+        // Head layouts the kernel cannot run, and extras of the wrong length.
+        let mut kv = HostKv::new(0, hd);
+        assert!(run(&params(h, 0, hd, &cs), &mut kv, 0, 1).is_err());
+        let mut kv = HostKv::new(3, hd);
+        kv.resize(4, 0).unwrap();
+        assert!(run(&params(h, 3, hd, &cs), &mut kv, 0, 1).is_err());
+        let mut kv = HostKv::new(kvh, 15);
+        kv.resize(4, 0).unwrap();
+        assert!(run(&params(h, kvh, 15, &cs), &mut kv, 0, 1).is_err());
+        let mut kv = HostKv::new(kvh, hd);
+        kv.resize(4, 0).unwrap();
+        let short = vec![0f32; hd - 1];
+        let mut p = params(h, kvh, hd, &cs);
+        p.k_norm = Some(&short);
+        let e = run(&p, &mut kv, 0, 1).unwrap_err().to_string();
+        assert!(e.contains("bias or norm"), "{e}");
+    }
+
     #[test]
     fn rms_norm_and_silu_mul_match_candle() {
+        crate::embed::kernels::assert_dispatch_follows_env();
         let dev = candle_core::Device::Cpu;
         let x = Tensor::randn(0f32, 1.0, (3, 700, 64), &dev).unwrap();
         let w = Tensor::randn(0f32, 1.0, 64, &dev).unwrap();

@@ -1,5 +1,5 @@
 //! Quantized matrix products for the CPU decoder on AVX-512 VNNI machines (runtime-detected;
-//! elsewhere candle's kernels run).
+//! elsewhere, or with `REPOHOP_PORTABLE_KERNELS=1`, candle's kernels run).
 //!
 //! Decode reads every weight once per token, so its speed is bytes moved. candle repacks Q4_K
 //! into 16-row tiles with f32 scales (3,072 bytes per 16×256 weights, a third more than the
@@ -12,6 +12,7 @@
 //! once per input shared by every weight that reads it.
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use candle_core::quantized::{GgmlDType, QTensor};
 
@@ -30,18 +31,30 @@ const Q6K_BLOCK: usize = 210;
 const Q4K_AHEAD: usize = 4 * std::mem::size_of::<Q4KTile>();
 const Q6K_AHEAD: usize = 4096;
 
-/// Whether this CPU runs these kernels.
-pub(crate) fn available() -> bool {
+/// Whether this CPU has every feature the kernels are compiled for (those they enable and
+/// those `avx512f` implies), whatever `REPOHOP_PORTABLE_KERNELS` says.
+pub(crate) fn detected() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
+        use std::arch::is_x86_feature_detected as has;
+        has!("avx512f")
+            && has!("avx512bw")
+            && has!("avx512vnni")
+            && has!("avx2")
+            && has!("fma")
+            && has!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }
+}
+
+/// Whether these kernels run: the CPU has them ([`detected`]) and the portable kernels are
+/// not forced. Decided once per process, so weights packed for them stay usable.
+pub(crate) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| !crate::embed::kernels::portable_forced() && detected())
 }
 
 /// One 256-value block of one activation row: `x ≈ d × qs`.
@@ -83,12 +96,14 @@ impl Q8Rows {
             "activations must be rows × 256·j"
         );
         let per_row = k / QK;
-        let mut blocks = vec![Q8Block::ZERO; rows * per_row];
+        let (inputs, _) = x.as_chunks::<QK>();
+        let mut blocks = vec![Q8Block::ZERO; inputs.len()];
         let ptr = SharedBlocks(blocks.as_mut_ptr());
         let body = |range: Range<usize>| {
             for b in range {
-                // SAFETY: each unit writes only its own block `b`; `available()` holds.
-                unsafe { x86::quantize_block(&x[b * QK..(b + 1) * QK], &mut *ptr.at(b)) };
+                // SAFETY: `available()` was asserted, so the CPU has the features; block
+                // b < `blocks.len()` is written by this unit only, and nothing reads it meanwhile.
+                unsafe { x86::quantize_block(&inputs[b], &mut *ptr.at(b)) };
             }
         };
         let n = blocks.len();
@@ -113,6 +128,7 @@ impl Q8Rows {
 struct SharedBlocks(*mut Q8Block);
 // SAFETY: parallel units write disjoint blocks, and the pool joins before the owner reads.
 unsafe impl Send for SharedBlocks {}
+// SAFETY: as for `Send`: shared use only ever writes disjoint blocks.
 unsafe impl Sync for SharedBlocks {}
 
 impl SharedBlocks {
@@ -311,8 +327,10 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             let w = &weights[wi];
             let n = w.n();
             let cols = group * w.unit_rows()..((group + 1) * w.unit_rows()).min(n);
-            // SAFETY: `available()` was checked; each unit writes only its own
-            // (rows, cols) block of output `wi`.
+            // SAFETY: `available()` was asserted. Every weight's `k` matches `x` (asserted);
+            // Q4_K tiles have n a multiple of 16 and Q6_K rows n·k/256 blocks (their
+            // constructors' invariants); `outs[wi]` was sized `x.rows × n`; and each unit
+            // writes only its own (rows, cols) block of it.
             unsafe {
                 match w {
                     QWeight::Q4K(t) => x86::q4k_unit(t, x, rows, group, dsts[wi], n),
@@ -336,7 +354,9 @@ mod x86 {
     /// Tile row group `group` of `w` times activation rows `rows` (at most [`MAX_ROWS`]).
     ///
     /// # Safety
-    /// AVX-512 F/BW/VNNI must be present; `dst` must hold `x.rows × n` values.
+    /// [`available`] must hold; `w.k` must equal `x`'s row length, `n` must be `w.n`, `rows`
+    /// must lie in `0..x.rows` and `group` in `0..n / 16`; `dst` must hold `x.rows × n` values,
+    /// of which no one else writes this unit's `rows × 16` block meanwhile.
     pub(super) unsafe fn q4k_unit(
         w: &Q4KTiles,
         x: &Q8Rows,
@@ -347,21 +367,25 @@ mod x86 {
     ) {
         let per_row = w.k / QK;
         let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
-        match rows.len() {
-            1 => q4k_tiles::<1>(tiles, x, rows.start, group, dst, n),
-            2 => q4k_tiles::<2>(tiles, x, rows.start, group, dst, n),
-            3 => q4k_tiles::<3>(tiles, x, rows.start, group, dst, n),
-            _ => q4k_tiles::<4>(tiles, x, rows.start, group, dst, n),
+        // SAFETY: the caller's contract is `q4k_tiles`'s, with R = rows.len() ≤ MAX_ROWS.
+        unsafe {
+            match rows.len() {
+                1 => q4k_tiles::<1>(tiles, x, rows.start, group, dst, n),
+                2 => q4k_tiles::<2>(tiles, x, rows.start, group, dst, n),
+                3 => q4k_tiles::<3>(tiles, x, rows.start, group, dst, n),
+                _ => q4k_tiles::<4>(tiles, x, rows.start, group, dst, n),
+            }
         }
     }
 
     /// One 256-value activation block to [`Q8Block`].
     ///
     /// # Safety
-    /// AVX-512 F/BW must be present; `x` holds 256 values.
+    /// AVX-512 F/BW must be present.
     #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn quantize_block(x: &[f32], out: &mut Q8Block) {
-        let load = |g: usize| _mm512_loadu_ps(x.as_ptr().add(16 * g));
+    pub(super) unsafe fn quantize_block(x: &[f32; QK], out: &mut Q8Block) {
+        // SAFETY: 16 values from 16·g, g < 16, lie inside `x`'s 256.
+        let load = |g: usize| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * g)) };
         let mut amax = _mm512_setzero_ps();
         for g in 0..QK / 16 {
             amax = _mm512_max_ps(amax, _mm512_abs_ps(load(g)));
@@ -375,10 +399,13 @@ mod x86 {
         for g in 0..QK / 16 {
             // Round to nearest; |x × inv| ≤ 127, and the narrowing saturates anyway.
             let q = _mm512_cvtps_epi32(_mm512_mul_ps(load(g), inv));
-            _mm_storeu_si128(
-                out.qs.as_mut_ptr().add(16 * g).cast(),
-                _mm512_cvtsepi32_epi8(q),
-            );
+            // SAFETY: bytes 16·g..16·g + 16 of the 256 in `out.qs`.
+            unsafe {
+                _mm_storeu_si128(
+                    out.qs.as_mut_ptr().add(16 * g).cast(),
+                    _mm512_cvtsepi32_epi8(q),
+                )
+            };
             out.sums16[g] = _mm512_reduce_add_epi32(q) as i16;
         }
         for (s, pair) in out.sums32.iter_mut().zip(out.sums16.chunks_exact(2)) {
@@ -387,11 +414,22 @@ mod x86 {
         out.d = amax / 127.0;
     }
 
+    /// The 4 bytes at `p` in every 32-bit lane.
+    ///
+    /// # Safety
+    /// AVX-512 F must be present and `p` must point to 4 readable bytes.
     #[inline(always)]
     unsafe fn bcast4(p: *const i8) -> __m512i {
-        _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32))
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32)) }
     }
 
+    /// `tiles` (one row group's, one per 256-column block) times activation rows
+    /// `r0..r0 + R` into `dst`.
+    ///
+    /// # Safety
+    /// As [`q4k_unit`]: the features present, `tiles.len()` blocks per activation row,
+    /// `r0 + R ≤ x.rows`, columns `16·group..16·group + 16` inside `n`, `dst` of `x.rows × n`.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn q4k_tiles<const R: usize>(
         tiles: &[Q4KTile],
@@ -401,75 +439,83 @@ mod x86 {
         dst: SharedMut,
         n: usize,
     ) {
-        let nibble = _mm512_set1_epi8(0x0F);
-        let acts: [&[Q8Block]; R] = std::array::from_fn(|i| x.row(r0 + i));
-        let mut acc = [_mm512_setzero_ps(); R];
-        for (b, tile) in tiles.iter().enumerate() {
-            let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr().cast()));
-            let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(tile.dmin.as_ptr().cast()));
-            let mut sum = [_mm512_setzero_ps(); R];
-            // Sub-blocks in pairs: two independent dot-product chains per row.
-            for pair in 0..4 {
-                let (sa, sb) = (2 * pair, 2 * pair + 1);
-                let mut ia = [_mm512_setzero_si512(); R];
-                let mut ib = [_mm512_setzero_si512(); R];
-                for g in 0..4 {
-                    // Three lines per step cover the 37 of a tile `Q4K_AHEAD` bytes on.
-                    let ahead = (tile as *const Q4KTile)
-                        .cast::<i8>()
-                        .wrapping_add(Q4K_AHEAD);
-                    for j in 0..3 {
-                        _mm_prefetch::<_MM_HINT_T0>(
-                            ahead.wrapping_add(((pair * 4 + g) * 3 + j) * 64),
+        // SAFETY: the features are present (contract). Weight loads: 64 bytes at
+        // (s·4 + g)·64 ≤ 1984 in `tile.qs` (2048 bytes); `d`/`dmin` 32 bytes, scales/mins 16.
+        // Activation reads: 4 + 4 bytes at s·32 + g·8 ≤ 248 in `qs` (256), rows r0..r0+R
+        // bounds-checked by `x.row`. Stores: 16 values at row r0 + i, column 16·group, inside
+        // `dst` and this unit's own block (contract). Prefetches may point anywhere.
+        unsafe {
+            let nibble = _mm512_set1_epi8(0x0F);
+            let acts: [&[Q8Block]; R] = std::array::from_fn(|i| x.row(r0 + i));
+            let mut acc = [_mm512_setzero_ps(); R];
+            for (b, tile) in tiles.iter().enumerate() {
+                let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr().cast()));
+                let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(tile.dmin.as_ptr().cast()));
+                let mut sum = [_mm512_setzero_ps(); R];
+                // Sub-blocks in pairs: two independent dot-product chains per row.
+                for pair in 0..4 {
+                    let (sa, sb) = (2 * pair, 2 * pair + 1);
+                    let mut ia = [_mm512_setzero_si512(); R];
+                    let mut ib = [_mm512_setzero_si512(); R];
+                    for g in 0..4 {
+                        // Three lines per step cover the 37 of a tile `Q4K_AHEAD` bytes on.
+                        let ahead = (tile as *const Q4KTile)
+                            .cast::<i8>()
+                            .wrapping_add(Q4K_AHEAD);
+                        for j in 0..3 {
+                            _mm_prefetch::<_MM_HINT_T0>(
+                                ahead.wrapping_add(((pair * 4 + g) * 3 + j) * 64),
+                            );
+                        }
+                        let wa = _mm512_loadu_si512(tile.qs.as_ptr().add((sa * 4 + g) * 64).cast());
+                        let wb = _mm512_loadu_si512(tile.qs.as_ptr().add((sb * 4 + g) * 64).cast());
+                        let (lo_a, hi_a) = (
+                            _mm512_and_si512(wa, nibble),
+                            _mm512_and_si512(_mm512_srli_epi16(wa, 4), nibble),
                         );
+                        let (lo_b, hi_b) = (
+                            _mm512_and_si512(wb, nibble),
+                            _mm512_and_si512(_mm512_srli_epi16(wb, 4), nibble),
+                        );
+                        for i in 0..R {
+                            let q = acts[i][b].qs.as_ptr();
+                            let (pa, pb) = (q.add(sa * 32 + g * 8), q.add(sb * 32 + g * 8));
+                            ia[i] = _mm512_dpbusd_epi32(ia[i], lo_a, bcast4(pa));
+                            ia[i] = _mm512_dpbusd_epi32(ia[i], hi_a, bcast4(pa.add(4)));
+                            ib[i] = _mm512_dpbusd_epi32(ib[i], lo_b, bcast4(pb));
+                            ib[i] = _mm512_dpbusd_epi32(ib[i], hi_b, bcast4(pb.add(4)));
+                        }
                     }
-                    let wa = _mm512_loadu_si512(tile.qs.as_ptr().add((sa * 4 + g) * 64).cast());
-                    let wb = _mm512_loadu_si512(tile.qs.as_ptr().add((sb * 4 + g) * 64).cast());
-                    let (lo_a, hi_a) = (
-                        _mm512_and_si512(wa, nibble),
-                        _mm512_and_si512(_mm512_srli_epi16(wa, 4), nibble),
-                    );
-                    let (lo_b, hi_b) = (
-                        _mm512_and_si512(wb, nibble),
-                        _mm512_and_si512(_mm512_srli_epi16(wb, 4), nibble),
-                    );
-                    for i in 0..R {
-                        let q = acts[i][b].qs.as_ptr();
-                        let (pa, pb) = (q.add(sa * 32 + g * 8), q.add(sb * 32 + g * 8));
-                        ia[i] = _mm512_dpbusd_epi32(ia[i], lo_a, bcast4(pa));
-                        ia[i] = _mm512_dpbusd_epi32(ia[i], hi_a, bcast4(pa.add(4)));
-                        ib[i] = _mm512_dpbusd_epi32(ib[i], lo_b, bcast4(pb));
-                        ib[i] = _mm512_dpbusd_epi32(ib[i], hi_b, bcast4(pb.add(4)));
-                    }
-                }
-                for (s, dots) in [(sa, &ia), (sb, &ib)] {
-                    let widen = |bytes: &[u8; TILE_ROWS]| {
-                        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                            bytes.as_ptr().cast(),
-                        )))
-                    };
-                    let scale = _mm512_mul_ps(d, widen(&tile.scales[s]));
-                    let min = _mm512_mul_ps(dmin, widen(&tile.mins[s]));
-                    for i in 0..R {
-                        sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[i]), scale, sum[i]);
-                        let bsum = _mm512_set1_ps(acts[i][b].sums32[s]);
-                        sum[i] = _mm512_fnmadd_ps(min, bsum, sum[i]);
+                    for (s, dots) in [(sa, &ia), (sb, &ib)] {
+                        let widen = |bytes: &[u8; TILE_ROWS]| {
+                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                                bytes.as_ptr().cast(),
+                            )))
+                        };
+                        let scale = _mm512_mul_ps(d, widen(&tile.scales[s]));
+                        let min = _mm512_mul_ps(dmin, widen(&tile.mins[s]));
+                        for i in 0..R {
+                            sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[i]), scale, sum[i]);
+                            let bsum = _mm512_set1_ps(acts[i][b].sums32[s]);
+                            sum[i] = _mm512_fnmadd_ps(min, bsum, sum[i]);
+                        }
                     }
                 }
+                for i in 0..R {
+                    acc[i] = _mm512_fmadd_ps(sum[i], _mm512_set1_ps(acts[i][b].d), acc[i]);
+                }
             }
-            for i in 0..R {
-                acc[i] = _mm512_fmadd_ps(sum[i], _mm512_set1_ps(acts[i][b].d), acc[i]);
+            for (i, a) in acc.iter().enumerate() {
+                _mm512_storeu_ps(dst.at((r0 + i) * n + group * TILE_ROWS), *a);
             }
-        }
-        for (i, a) in acc.iter().enumerate() {
-            _mm512_storeu_ps(dst.at((r0 + i) * n + group * TILE_ROWS), *a);
         }
     }
 
     /// Output columns `cols` of a single activation row times a Q6_K weight.
     ///
     /// # Safety
-    /// AVX-512 F/BW/VNNI must be present; `dst` must hold `w.n` values.
+    /// [`available`] must hold; `act` must hold `w.k / 256` blocks, `dst` `w.n` values, of
+    /// which no one else writes `cols` meanwhile.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
     pub(super) unsafe fn q6k_rows(
         w: &Q6KRows,
@@ -477,86 +523,94 @@ mod x86 {
         cols: Range<usize>,
         dst: SharedMut,
     ) {
-        let per_row = w.k / QK;
-        let low4 = _mm512_set1_epi8(0x0F);
-        let high2 = _mm512_set1_epi8(0x30);
-        // Per 16-bit lane shifts that bring the 2 high bits of a value to bits 4-5: the first
-        // 32 bytes of a half take qh bits 0-1 (low nibbles) / 4-5 (high nibbles), the next 32
-        // bits 2-3 / 6-7.
-        let shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
-        let shift_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
-        // Lane i of a dot product covers values 4i..4i+3 of its 64: sub-block i/4.
-        let sub_of = |base: i32| {
-            _mm512_setr_epi32(
-                base,
-                base,
-                base,
-                base,
-                base + 1,
-                base + 1,
-                base + 1,
-                base + 1,
-                base + 2,
-                base + 2,
-                base + 2,
-                base + 2,
-                base + 3,
-                base + 3,
-                base + 3,
-                base + 3,
-            )
-        };
-        let subs = [sub_of(0), sub_of(4), sub_of(8), sub_of(12)];
-        for c in cols {
-            let row = &w.data[c * per_row * Q6K_BLOCK..(c + 1) * per_row * Q6K_BLOCK];
-            let mut acc = _mm512_setzero_ps();
-            for (b, a) in act.iter().enumerate() {
-                let blk = row.as_ptr().add(b * Q6K_BLOCK);
-                for j in 0..4 {
-                    _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(Q6K_AHEAD + 64 * j).cast());
+        // SAFETY: the features are present (contract). `row` is a bounds-checked slice of
+        // `per_row` blocks and `act` holds `per_row` blocks (contract), so block b's 210 bytes
+        // (ql 0..128, qh 128..192, scales 192..208, d 208..210) and `a.qs` (256 bytes, read in
+        // 64-byte halves), `a.sums16` (32 bytes) are in bounds; `dst.at(c)` with c < w.n lies in
+        // `dst`. Prefetches may point anywhere: they never fault.
+        unsafe {
+            let per_row = w.k / QK;
+            let low4 = _mm512_set1_epi8(0x0F);
+            let high2 = _mm512_set1_epi8(0x30);
+            // Per 16-bit lane shifts that bring the 2 high bits of a value to bits 4-5: the first
+            // 32 bytes of a half take qh bits 0-1 (low nibbles) / 4-5 (high nibbles), the next 32
+            // bits 2-3 / 6-7.
+            let shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+            let shift_hi = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+            // Lane i of a dot product covers values 4i..4i+3 of its 64: sub-block i/4.
+            let sub_of = |base: i32| {
+                _mm512_setr_epi32(
+                    base,
+                    base,
+                    base,
+                    base,
+                    base + 1,
+                    base + 1,
+                    base + 1,
+                    base + 1,
+                    base + 2,
+                    base + 2,
+                    base + 2,
+                    base + 2,
+                    base + 3,
+                    base + 3,
+                    base + 3,
+                    base + 3,
+                )
+            };
+            let subs = [sub_of(0), sub_of(4), sub_of(8), sub_of(12)];
+            for c in cols {
+                let row = &w.data[c * per_row * Q6K_BLOCK..(c + 1) * per_row * Q6K_BLOCK];
+                let mut acc = _mm512_setzero_ps();
+                for (b, a) in act.iter().enumerate() {
+                    let blk = row.as_ptr().add(b * Q6K_BLOCK);
+                    for j in 0..4 {
+                        _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(Q6K_AHEAD + 64 * j).cast());
+                    }
+                    let (ql, qh, sc) = (blk, blk.add(128), blk.add(192));
+                    let d_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
+                    let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d_bits as i32)));
+                    let scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast()));
+                    let mut dot = _mm512_setzero_si512();
+                    for half in 0..2 {
+                        let l = _mm512_loadu_si512(ql.add(64 * half).cast());
+                        let h =
+                            _mm512_broadcast_i64x4(_mm256_loadu_si256(qh.add(32 * half).cast()));
+                        let lo = _mm512_or_si512(
+                            _mm512_and_si512(l, low4),
+                            _mm512_and_si512(_mm512_sllv_epi16(h, shift_lo), high2),
+                        );
+                        let hi = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
+                            _mm512_and_si512(_mm512_srlv_epi16(h, shift_hi), high2),
+                        );
+                        let q = a.qs.as_ptr().add(128 * half);
+                        let p_lo = _mm512_dpbusd_epi32(
+                            _mm512_setzero_si512(),
+                            lo,
+                            _mm512_loadu_si512(q.cast()),
+                        );
+                        let p_hi = _mm512_dpbusd_epi32(
+                            _mm512_setzero_si512(),
+                            hi,
+                            _mm512_loadu_si512(q.add(64).cast()),
+                        );
+                        let s_lo = _mm512_permutexvar_epi32(subs[2 * half], scales);
+                        let s_hi = _mm512_permutexvar_epi32(subs[2 * half + 1], scales);
+                        dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_lo, s_lo));
+                        dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_hi, s_hi));
+                    }
+                    // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
+                    let offset = _mm256_madd_epi16(
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast())),
+                        _mm256_loadu_si256(a.sums16.as_ptr().cast()),
+                    );
+                    let offset = _mm512_slli_epi32(_mm512_zextsi256_si512(offset), 5);
+                    dot = _mm512_sub_epi32(dot, offset);
+                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d * a.d), acc);
                 }
-                let (ql, qh, sc) = (blk, blk.add(128), blk.add(192));
-                let d_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
-                let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d_bits as i32)));
-                let scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast()));
-                let mut dot = _mm512_setzero_si512();
-                for half in 0..2 {
-                    let l = _mm512_loadu_si512(ql.add(64 * half).cast());
-                    let h = _mm512_broadcast_i64x4(_mm256_loadu_si256(qh.add(32 * half).cast()));
-                    let lo = _mm512_or_si512(
-                        _mm512_and_si512(l, low4),
-                        _mm512_and_si512(_mm512_sllv_epi16(h, shift_lo), high2),
-                    );
-                    let hi = _mm512_or_si512(
-                        _mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
-                        _mm512_and_si512(_mm512_srlv_epi16(h, shift_hi), high2),
-                    );
-                    let q = a.qs.as_ptr().add(128 * half);
-                    let p_lo = _mm512_dpbusd_epi32(
-                        _mm512_setzero_si512(),
-                        lo,
-                        _mm512_loadu_si512(q.cast()),
-                    );
-                    let p_hi = _mm512_dpbusd_epi32(
-                        _mm512_setzero_si512(),
-                        hi,
-                        _mm512_loadu_si512(q.add(64).cast()),
-                    );
-                    let s_lo = _mm512_permutexvar_epi32(subs[2 * half], scales);
-                    let s_hi = _mm512_permutexvar_epi32(subs[2 * half + 1], scales);
-                    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_lo, s_lo));
-                    dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_hi, s_hi));
-                }
-                // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
-                let offset = _mm256_madd_epi16(
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast())),
-                    _mm256_loadu_si256(a.sums16.as_ptr().cast()),
-                );
-                let offset = _mm512_slli_epi32(_mm512_zextsi256_si512(offset), 5);
-                dot = _mm512_sub_epi32(dot, offset);
-                acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d * a.d), acc);
+                *dst.at(c) = _mm512_reduce_add_ps(acc);
             }
-            *dst.at(c) = _mm512_reduce_add_ps(acc);
         }
     }
 }
@@ -565,6 +619,8 @@ mod x86 {
 mod x86 {
     use super::*;
 
+    /// # Safety
+    /// Never to be called: [`available`] is false off x86-64.
     pub(super) unsafe fn q4k_unit(
         _: &Q4KTiles,
         _: &Q8Rows,
@@ -576,11 +632,15 @@ mod x86 {
         unreachable!("available() is false off x86-64")
     }
 
+    /// # Safety
+    /// As above.
     pub(super) unsafe fn q6k_rows(_: &Q6KRows, _: &[Q8Block], _: Range<usize>, _: SharedMut) {
         unreachable!("available() is false off x86-64")
     }
 
-    pub(super) unsafe fn quantize_block(_: &[f32], _: &mut Q8Block) {
+    /// # Safety
+    /// As above.
+    pub(super) unsafe fn quantize_block(_: &[f32; QK], _: &mut Q8Block) {
         unreachable!("available() is false off x86-64")
     }
 }
@@ -591,6 +651,25 @@ mod tests {
     use crate::llm::linear::{project, Weight};
     use candle_core::{Device, Tensor};
     use rand::{Rng, SeedableRng};
+
+    /// Asserts that these kernels run exactly when the CPU has them and
+    /// `REPOHOP_PORTABLE_KERNELS=1` (the test script's second run) does not turn them off, so
+    /// that the two runs cannot silently test the same path twice.
+    fn assert_kernels_follow_env() {
+        crate::embed::kernels::assert_dispatch_follows_env();
+        let forced = std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1");
+        assert_eq!(
+            available(),
+            detected() && !forced,
+            "REPOHOP_PORTABLE_KERNELS={forced}"
+        );
+        if forced {
+            assert!(
+                !available(),
+                "the portable run must not use the AVX-512 kernels"
+            );
+        }
+    }
 
     fn random(rows: usize, cols: usize, seed: u64) -> Tensor {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -636,6 +715,7 @@ mod tests {
 
     #[test]
     fn q4k_tiles_match_the_dequantized_product() {
+        assert_kernels_follow_env();
         let (n, k) = (48, 768);
         let quantize = || QTensor::quantize(&random(n, k, 1), GgmlDType::Q4K).unwrap();
         let wt = quantize();
@@ -650,6 +730,7 @@ mod tests {
 
     #[test]
     fn q6k_rows_match_the_dequantized_product() {
+        assert_kernels_follow_env();
         // 40 rows: five 8-row units, the last of them partial in a fused call below.
         let (n, k) = (40, 512);
         let wt = QTensor::quantize(&random(n, k, 2), GgmlDType::Q6K).unwrap();
@@ -671,6 +752,7 @@ mod tests {
 
     #[test]
     fn mixed_weights_share_one_pass() {
+        assert_kernels_follow_env();
         let k = 512;
         let a = QTensor::quantize(&random(32, k, 5), GgmlDType::Q4K).unwrap();
         let b = QTensor::quantize(&random(13, k, 6), GgmlDType::Q6K).unwrap();
@@ -691,6 +773,7 @@ mod tests {
 
     #[test]
     fn activation_blocks_round_trip() {
+        assert_kernels_follow_env();
         if !available() {
             eprintln!("no AVX-512 VNNI here: activations are never quantized by us");
             return;

@@ -7,7 +7,7 @@
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::{gguf_file, GgmlDType, QMatMul};
+use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
@@ -33,6 +33,8 @@ impl Arch {
     }
 }
 
+/// The shape of a model. A loaded model's config has passed [`QwenConfig::validate`], and
+/// its tensors have the shapes the config implies.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct QwenConfig {
     pub arch: Arch,
@@ -42,9 +44,91 @@ pub struct QwenConfig {
     pub num_heads: usize,
     pub num_kv_heads: usize,
     pub head_dim: usize,
+    /// Width of the feed-forward (SwiGLU) layer.
+    pub intermediate_size: usize,
     pub rope_theta: f64,
     pub rms_norm_eps: f64,
     pub context_length: usize,
+}
+
+impl QwenConfig {
+    /// Checks the fields the kernels rely on: no zero sizes, query heads in whole groups per
+    /// key/value head, an even head dimension (the rotary embedding rotates its halves), a
+    /// positive finite rope theta and a finite non-negative norm epsilon.
+    pub fn validate(&self) -> Result<(), String> {
+        let zero = [
+            (self.vocab_size, "vocabulary size is 0"),
+            (self.hidden_size, "hidden size is 0"),
+            (self.num_layers, "0 layers"),
+            (self.num_heads, "0 attention heads"),
+            (self.num_kv_heads, "0 key/value heads"),
+            (self.intermediate_size, "intermediate size is 0"),
+            (self.context_length, "context length is 0"),
+        ];
+        if let Some((_, why)) = zero.iter().find(|(n, _)| *n == 0) {
+            return Err(why.to_string());
+        }
+        let (h, kvh, hd) = (self.num_heads, self.num_kv_heads, self.head_dim);
+        if !h.is_multiple_of(kvh) {
+            return Err(format!(
+                "{h} attention heads are not a multiple of {kvh} key/value heads"
+            ));
+        }
+        if hd == 0 || !hd.is_multiple_of(2) {
+            return Err(format!(
+                "head dimension {hd} is not a positive even number (the rotary embedding \
+                 rotates its two halves)"
+            ));
+        }
+        if h.checked_mul(hd).is_none() {
+            return Err(format!("{h} heads of {hd} overflow"));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(format!(
+                "rope theta {} is not a positive finite number",
+                self.rope_theta
+            ));
+        }
+        if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps >= 0.0) {
+            return Err(format!(
+                "RMS norm epsilon {} is not a finite non-negative number",
+                self.rms_norm_eps
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The head dimension of a config that does not give one: `hidden / heads`, which must divide.
+fn derived_head_dim(hidden: usize, heads: usize) -> Result<usize, String> {
+    if heads == 0 {
+        return Err("0 attention heads".into());
+    }
+    if !hidden.is_multiple_of(heads) {
+        return Err(format!(
+            "hidden size {hidden} is not a multiple of {heads} attention heads (and no head \
+             dimension is given)"
+        ));
+    }
+    Ok(hidden / heads)
+}
+
+fn invalid_config(path: &Path, reason: String) -> LlmError {
+    LlmError::Load {
+        path: path.to_path_buf(),
+        reason: format!("invalid model configuration: {reason}"),
+    }
+}
+
+/// Checks that tensor `name` has the shape the config implies.
+fn check_shape(path: &Path, name: &str, got: &[usize], want: &[usize]) -> Result<(), LlmError> {
+    if got == want {
+        return Ok(());
+    }
+    Err(LlmError::Load {
+        path: path.to_path_buf(),
+        reason: format!("tensor {name} has shape {got:?}, the configuration implies {want:?}"),
+    })
 }
 
 /// One layer's cached keys and values, valid for the model's first `kv_len` positions.
@@ -58,7 +142,7 @@ enum KvBuffer {
 impl KvBuffer {
     fn capacity(&self) -> candle_core::Result<usize> {
         match self {
-            KvBuffer::Host(kv) => Ok(kv.cap),
+            KvBuffer::Host(kv) => Ok(kv.cap()),
             KvBuffer::Device { k, .. } => k.dim(2),
         }
     }
@@ -83,7 +167,8 @@ struct Layer {
 }
 
 pub struct QwenModel {
-    pub config: QwenConfig,
+    /// Private: the layers' shapes, the rotary tables and the KV buffers were made for it.
+    config: QwenConfig,
     /// Embedding table (f32 for safetensors, f16 for GGUF to halve its memory).
     embed: Tensor,
     layers: Vec<Layer>,
@@ -149,35 +234,60 @@ impl QwenModel {
                 .map(f64::from)
                 .unwrap_or(default)
         };
+        let dims = |name: &str| {
+            content
+                .tensor_infos
+                .get(name)
+                .map(|t| t.shape.dims().to_vec())
+        };
         let hidden_size = md_u("embedding_length")?;
         let num_heads = md_u("attention.head_count")?;
-        let head_dim = md_u("attention.key_length").unwrap_or(hidden_size / num_heads.max(1));
-        let embd = content
-            .tensor_infos
-            .get("token_embd.weight")
+        let head_dim = match md_u("attention.key_length") {
+            Ok(d) => d,
+            Err(_) => {
+                derived_head_dim(hidden_size, num_heads).map_err(|r| invalid_config(path, r))?
+            }
+        };
+        let embd = dims("token_embd.weight")
             .ok_or_else(|| gguf_err(path, "GGUF lacks token_embd.weight"))?;
+        // The feed-forward width, where the metadata lacks it, from the first layer's gate.
+        let intermediate_size = md_u("feed_forward_length").unwrap_or_else(|_| {
+            dims("blk.0.ffn_gate.weight")
+                .and_then(|d| d.first().copied())
+                .unwrap_or(0)
+        });
         let config = QwenConfig {
             arch,
             // GGUF dims are listed innermost first; candle reverses them to (vocab, hidden).
-            vocab_size: embd.shape.dims().first().copied().unwrap_or(0),
+            vocab_size: embd.first().copied().unwrap_or(0),
             hidden_size,
             num_layers: md_u("block_count")?,
             num_heads,
             num_kv_heads: md_u("attention.head_count_kv")?,
             head_dim,
+            intermediate_size,
             rope_theta: md_f("rope.freq_base", 10_000.0),
             rms_norm_eps: md_f("attention.layer_norm_rms_epsilon", 1e-6),
             context_length: md_u("context_length")?,
         };
-        let mut get = |name: &str| content.tensor(reader, name, device);
-        let has = |name: &str| content.tensor_infos.contains_key(name);
+        config.validate().map_err(|r| invalid_config(path, r))?;
+        let (vocab, hidden, inter) = (config.vocab_size, hidden_size, intermediate_size);
+        let (q_dim, kv_dim) = (num_heads * head_dim, config.num_kv_heads * head_dim);
+
         let e = |err: candle_core::Error| gguf_err(path, err);
-        let deq = |t: candle_core::quantized::QTensor| t.dequantize(device);
+        // Every tensor is checked against the config as it is read.
+        let mut get = |name: &str, want: &[usize]| -> Result<QTensor, LlmError> {
+            let t = content.tensor(reader, name, device).map_err(e)?;
+            check_shape(path, name, t.shape().dims(), want)?;
+            Ok(t)
+        };
+        let has = |name: &str| content.tensor_infos.contains_key(name);
+        let deq = |t: QTensor| t.dequantize(device);
         let qmm = Weight::from_qtensor;
 
         // candle's CUDA `dequantize_f16` has kernels for the block-quantized types only: a
         // float table (an F32/F16/BF16 GGUF) is read through `dequantize` (the same on the CPU).
-        let embed = get("token_embd.weight").map_err(e)?;
+        let embed = get("token_embd.weight", &[vocab, hidden])?;
         let embed = match embed.dtype() {
             GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16 => embed
                 .dequantize(device)
@@ -185,36 +295,50 @@ impl QwenModel {
             _ => embed.dequantize_f16(device),
         }
         .map_err(e)?;
-        let lm_head = if has("output.weight") {
-            qmm(get("output.weight").map_err(e)?).map_err(e)?
+        let head = if has("output.weight") {
+            "output.weight"
         } else {
-            qmm(get("token_embd.weight").map_err(e)?).map_err(e)?
+            "token_embd.weight"
         };
-        let norm = deq(get("output_norm.weight").map_err(e)?).map_err(e)?;
-        let mut layers = Vec::with_capacity(config.num_layers);
+        let lm_head = qmm(get(head, &[vocab, hidden])?).map_err(e)?;
+        let norm = deq(get("output_norm.weight", &[hidden])?).map_err(e)?;
+        // Not preallocated: the count comes from the file, the tensors may not.
+        let mut layers = Vec::new();
         for i in 0..config.num_layers {
             let p = format!("blk.{i}");
-            let mut opt = |n: &str| -> Result<Option<Tensor>, LlmError> {
+            let mut opt = |n: &str, want: &[usize]| -> Result<Option<Tensor>, LlmError> {
                 let name = format!("{p}.{n}");
                 if has(&name) {
-                    Ok(Some(deq(get(&name).map_err(e)?).map_err(e)?))
+                    Ok(Some(deq(get(&name, want)?).map_err(e)?))
                 } else {
                     Ok(None)
                 }
             };
             let (q_bias, k_bias, v_bias) = (
-                opt("attn_q.bias")?,
-                opt("attn_k.bias")?,
-                opt("attn_v.bias")?,
+                opt("attn_q.bias", &[q_dim])?,
+                opt("attn_k.bias", &[kv_dim])?,
+                opt("attn_v.bias", &[kv_dim])?,
             );
-            let (q_norm, k_norm) = (opt("attn_q_norm.weight")?, opt("attn_k_norm.weight")?);
-            let mut w = |n: &str| -> Result<Weight, LlmError> {
-                qmm(get(&format!("{p}.{n}.weight")).map_err(e)?).map_err(e)
+            let (q_norm, k_norm) = (
+                opt("attn_q_norm.weight", &[head_dim])?,
+                opt("attn_k_norm.weight", &[head_dim])?,
+            );
+            let mut w = |n: &str, want: &[usize]| -> Result<Weight, LlmError> {
+                qmm(get(&format!("{p}.{n}.weight"), want)?).map_err(e)
             };
-            let (q, k, v, o) = (w("attn_q")?, w("attn_k")?, w("attn_v")?, w("attn_output")?);
-            let (gate, up, down) = (w("ffn_gate")?, w("ffn_up")?, w("ffn_down")?);
+            let (q, k, v, o) = (
+                w("attn_q", &[q_dim, hidden])?,
+                w("attn_k", &[kv_dim, hidden])?,
+                w("attn_v", &[kv_dim, hidden])?,
+                w("attn_output", &[hidden, q_dim])?,
+            );
+            let (gate, up, down) = (
+                w("ffn_gate", &[inter, hidden])?,
+                w("ffn_up", &[inter, hidden])?,
+                w("ffn_down", &[hidden, inter])?,
+            );
             let mut n = |name: &str| -> Result<Tensor, LlmError> {
-                deq(get(&format!("{p}.{name}.weight")).map_err(e)?).map_err(e)
+                deq(get(&format!("{p}.{name}.weight"), &[hidden])?).map_err(e)
             };
             layers.push(Layer {
                 attn_norm: n("attn_norm")?,
@@ -262,6 +386,11 @@ impl QwenModel {
         };
         let hidden_size = u("hidden_size")?;
         let num_heads = u("num_attention_heads")?;
+        let head_dim = match u("head_dim") {
+            Ok(d) => d,
+            Err(_) => derived_head_dim(hidden_size, num_heads)
+                .map_err(|r| invalid_config(config_path, r))?,
+        };
         let rope_theta = json["rope_theta"]
             .as_f64()
             .or_else(|| json["rope_parameters"]["rope_theta"].as_f64())
@@ -273,60 +402,69 @@ impl QwenModel {
             num_layers: u("num_hidden_layers")?,
             num_heads,
             num_kv_heads: u("num_key_value_heads").unwrap_or(num_heads),
-            head_dim: u("head_dim").unwrap_or(hidden_size / num_heads.max(1)),
+            head_dim,
+            intermediate_size: u("intermediate_size")?,
             rope_theta,
             rms_norm_eps: json["rms_norm_eps"].as_f64().unwrap_or(1e-6),
             context_length: u("max_position_embeddings")?,
         };
+        config
+            .validate()
+            .map_err(|r| invalid_config(config_path, r))?;
+        let (vocab, hidden, inter) = (config.vocab_size, hidden_size, config.intermediate_size);
+        let (q_dim, kv_dim) = (num_heads * head_dim, config.num_kv_heads * head_dim);
         let tied = json["tie_word_embeddings"].as_bool().unwrap_or(false);
         let e = |err: candle_core::Error| gguf_err(config_path, err);
-        // SAFETY: the files are memory-mapped read-only; we do not write them while mapped.
+        // SAFETY: candle maps the files read-only and the mapping lives as long as the tensors;
+        // model files are not modified while loaded (we never write them once fetched).
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, device) }
             .map_err(e)?;
-        let m = vb.pp("model");
-        let embed = m.get_unchecked("embed_tokens.weight").map_err(e)?;
+        // Every tensor is checked against the config as it is read.
+        let get = |name: &str, want: &[usize]| -> Result<Tensor, LlmError> {
+            let t = vb.get_unchecked(name).map_err(e)?;
+            check_shape(config_path, name, t.dims(), want)?;
+            Ok(t)
+        };
+        let embed = get("model.embed_tokens.weight", &[vocab, hidden])?;
         let lm_head = if tied || !vb.contains_tensor("lm_head.weight") {
             Weight::Candle(QMatMul::Tensor(embed.clone()))
         } else {
-            Weight::Candle(QMatMul::Tensor(
-                vb.get_unchecked("lm_head.weight").map_err(e)?,
-            ))
+            Weight::Candle(QMatMul::Tensor(get("lm_head.weight", &[vocab, hidden])?))
         };
-        let norm = m.get_unchecked("norm.weight").map_err(e)?;
-        let mut layers = Vec::with_capacity(config.num_layers);
+        let norm = get("model.norm.weight", &[hidden])?;
+        // Not preallocated: the count comes from config.json, the tensors may not.
+        let mut layers = Vec::new();
         for i in 0..config.num_layers {
-            let l = m.pp(format!("layers.{i}"));
-            let a = l.pp("self_attn");
-            let f = l.pp("mlp");
-            let w = |vb: &VarBuilder, n: &str| -> Result<Weight, LlmError> {
-                Ok(Weight::Candle(QMatMul::Tensor(
-                    vb.get_unchecked(&format!("{n}.weight")).map_err(e)?,
-                )))
+            let p = format!("model.layers.{i}");
+            let w = |n: &str, want: &[usize]| -> Result<Weight, LlmError> {
+                Ok(Weight::Candle(QMatMul::Tensor(get(
+                    &format!("{p}.{n}.weight"),
+                    want,
+                )?)))
             };
-            let opt = |vb: &VarBuilder, n: &str| -> Result<Option<Tensor>, LlmError> {
-                if vb.contains_tensor(n) {
-                    Ok(Some(vb.get_unchecked(n).map_err(e)?))
+            let opt = |n: &str, want: &[usize]| -> Result<Option<Tensor>, LlmError> {
+                let name = format!("{p}.{n}");
+                if vb.contains_tensor(&name) {
+                    Ok(Some(get(&name, want)?))
                 } else {
                     Ok(None)
                 }
             };
             layers.push(Layer {
-                attn_norm: l.get_unchecked("input_layernorm.weight").map_err(e)?,
-                ffn_norm: l
-                    .get_unchecked("post_attention_layernorm.weight")
-                    .map_err(e)?,
-                q: w(&a, "q_proj")?,
-                k: w(&a, "k_proj")?,
-                v: w(&a, "v_proj")?,
-                o: w(&a, "o_proj")?,
-                q_bias: opt(&a, "q_proj.bias")?,
-                k_bias: opt(&a, "k_proj.bias")?,
-                v_bias: opt(&a, "v_proj.bias")?,
-                q_norm: opt(&a, "q_norm.weight")?,
-                k_norm: opt(&a, "k_norm.weight")?,
-                gate: w(&f, "gate_proj")?,
-                up: w(&f, "up_proj")?,
-                down: w(&f, "down_proj")?,
+                attn_norm: get(&format!("{p}.input_layernorm.weight"), &[hidden])?,
+                ffn_norm: get(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?,
+                q: w("self_attn.q_proj", &[q_dim, hidden])?,
+                k: w("self_attn.k_proj", &[kv_dim, hidden])?,
+                v: w("self_attn.v_proj", &[kv_dim, hidden])?,
+                o: w("self_attn.o_proj", &[hidden, q_dim])?,
+                q_bias: opt("self_attn.q_proj.bias", &[q_dim])?,
+                k_bias: opt("self_attn.k_proj.bias", &[kv_dim])?,
+                v_bias: opt("self_attn.v_proj.bias", &[kv_dim])?,
+                q_norm: opt("self_attn.q_norm.weight", &[head_dim])?,
+                k_norm: opt("self_attn.k_norm.weight", &[head_dim])?,
+                gate: w("mlp.gate_proj", &[inter, hidden])?,
+                up: w("mlp.up_proj", &[inter, hidden])?,
+                down: w("mlp.down_proj", &[hidden, inter])?,
                 kv: None,
             });
         }
@@ -355,6 +493,11 @@ impl QwenModel {
         })
     }
 
+    /// The model's shape (validated at load).
+    pub fn config(&self) -> &QwenConfig {
+        &self.config
+    }
+
     /// The device the weights and the KV cache live on.
     pub fn device(&self) -> &Device {
         &self.device
@@ -374,7 +517,6 @@ impl QwenModel {
     /// the memory above it.
     pub fn shrink_kv(&mut self, cap: usize) -> candle_core::Result<()> {
         self.kv_len = self.kv_len.min(cap);
-        let (kvh, hd) = (self.config.num_kv_heads, self.config.head_dim);
         for layer in &mut self.layers {
             let Some(kv) = &mut layer.kv else { continue };
             if kv.capacity()? <= cap {
@@ -385,7 +527,7 @@ impl QwenModel {
                 continue;
             }
             match kv {
-                KvBuffer::Host(h) => h.resize(kvh, hd, cap, cap),
+                KvBuffer::Host(h) => h.resize(cap, cap)?,
                 KvBuffer::Device { k, v } => {
                     *k = k.narrow(2, 0, cap)?.contiguous()?;
                     *v = v.narrow(2, 0, cap)?.contiguous()?;
@@ -401,7 +543,7 @@ impl QwenModel {
             .iter()
             .filter_map(|l| l.kv.as_ref())
             .map(|kv| match kv {
-                KvBuffer::Host(h) => (h.k.len() + h.v.len()) * 4,
+                KvBuffer::Host(h) => h.bytes(),
                 KvBuffer::Device { k, v } => (k.elem_count() + v.elem_count()) * 4,
             })
             .sum()
@@ -534,19 +676,15 @@ impl Layer {
         let kv = match &mut self.kv {
             Some(KvBuffer::Host(kv)) => kv,
             slot => {
-                *slot = Some(KvBuffer::Host(HostKv {
-                    k: Vec::new(),
-                    v: Vec::new(),
-                    cap: 0,
-                }));
+                *slot = Some(KvBuffer::Host(HostKv::new(kvh, hd)));
                 match slot {
                     Some(KvBuffer::Host(kv)) => kv,
                     _ => candle_core::bail!("KV buffer missing after allocation"),
                 }
             }
         };
-        if total > kv.cap {
-            kv.resize(kvh, hd, total.max(kv.cap * 2).max(64), pos);
+        if total > kv.cap() {
+            kv.resize(total.max(kv.cap() * 2).max(64), pos)?;
         }
         let (qb, kb, vb) = (
             guard(&self.q_bias),
@@ -687,4 +825,67 @@ pub fn argmax(logits: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn good() -> QwenConfig {
+        QwenConfig {
+            arch: Arch::Qwen2,
+            vocab_size: 384,
+            hidden_size: 64,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 16,
+            intermediate_size: 96,
+            rope_theta: 10_000.0,
+            rms_norm_eps: 1e-6,
+            context_length: 1024,
+        }
+    }
+
+    #[test]
+    fn every_field_the_kernels_use_is_validated() {
+        assert_eq!(good().validate(), Ok(()));
+        type Edit = fn(&mut QwenConfig);
+        let cases: [(Edit, &str); 16] = [
+            (|c| c.num_kv_heads = 0, "0 key/value heads"),
+            (|c| c.num_heads = 0, "0 attention heads"),
+            (
+                |c| c.num_kv_heads = 3,
+                "4 attention heads are not a multiple of 3",
+            ),
+            (|c| c.head_dim = 0, "head dimension 0"),
+            (|c| c.head_dim = 15, "head dimension 15"),
+            (|c| c.vocab_size = 0, "vocabulary size is 0"),
+            (|c| c.hidden_size = 0, "hidden size is 0"),
+            (|c| c.num_layers = 0, "0 layers"),
+            (|c| c.intermediate_size = 0, "intermediate size is 0"),
+            (|c| c.context_length = 0, "context length is 0"),
+            (|c| c.rope_theta = 0.0, "rope theta 0"),
+            (|c| c.rope_theta = f64::INFINITY, "rope theta inf"),
+            (|c| c.rope_theta = f64::NAN, "rope theta NaN"),
+            (|c| c.rms_norm_eps = -1e-6, "epsilon -0.000001"),
+            (|c| c.rms_norm_eps = f64::NAN, "epsilon NaN"),
+            (|c| c.head_dim = usize::MAX / 2 + 1, "overflow"),
+        ];
+        for (edit, want) in cases {
+            let mut c = good();
+            edit(&mut c);
+            let e = c.validate().unwrap_err();
+            assert!(e.contains(want), "{e} lacks {want:?}");
+        }
+        // A zero epsilon is valid: only negative or non-finite ones are rejected.
+        let mut c = good();
+        c.rms_norm_eps = 0.0;
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(derived_head_dim(64, 4), Ok(16));
+        assert!(derived_head_dim(64, 0).is_err());
+        assert!(derived_head_dim(64, 3)
+            .unwrap_err()
+            .contains("not a multiple of 3"));
+    }
 }
