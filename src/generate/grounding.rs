@@ -1,13 +1,16 @@
 //! Grounding: checks a generated function's names against the repository model without running
 //! anything, so that a repair round can tell the model what does not exist and what does.
 //!
-//! Python only (Java targets get an empty [`Grounding`]). The generated definition is parsed with
-//! tree-sitter; every name it reads must be bound in the function (Python binds a name
+//! Python: the generated definition is parsed with tree-sitter; every name it reads must be bound in the function (Python binds a name
 //! function-wide wherever it is assigned; nested scopes are merged into the function's, which only
 //! errs on the lenient side), a builtin, bound at the top level of the target's file (the masked
 //! file: without the target), or the target itself. For a method, `self.x` reads must name an
 //! attribute or method of the class or of its in-repo bases; a base from outside the repository
 //! turns that check off for the class, since it may provide anything.
+//!
+//! Java: calls without a receiver or on `this` must name a method of the class, its enclosing
+//! classes, its in-repo supertypes or a static import, and `this.x` a field or method of them
+//! (a supertype from outside the repository turns both off).
 
 use super::Target;
 use crate::repo::lang;
@@ -160,8 +163,9 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
                     out.push_str(&format!("- `{}` is not defined", p.name));
                 }
                 _ => {
+                    let this = if java { "this" } else { "self" };
                     out.push_str(&format!(
-                        "- `self.{}`: class `{class}` has no attribute `{}`",
+                        "- `{this}.{}`: class `{class}` has no attribute `{}`",
                         p.name, p.name
                     ));
                 }
@@ -1494,7 +1498,8 @@ fn is_docstring(stmt: Node) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Java: unqualified method calls only (`foo(x)`, not `obj.foo(x)`), and self-recursion.
+// Java: calls without a receiver or on `this` (`foo(x)`, `this.foo(x)`, not `obj.foo(x)`),
+// fields read through `this`, and self-recursion.
 
 /// Methods every class can call without a receiver (`Object`'s, an enum's, a record's).
 const JAVA_IMPLICIT_METHODS: &[&str] = &[
@@ -1547,11 +1552,15 @@ fn check_java(view: &MaskedView, target: &Target, function: &str, g: &mut Ground
         });
         return;
     };
-    let mut calls = Vec::new();
-    let mut declared = HashSet::new();
+    let mut uses = JavaUses::default();
     if let Some(b) = def.child_by_field_name("body") {
-        java_calls(&src, b, false, &mut calls, &mut declared, 0);
+        java_uses(&src, b, false, &mut uses, 0);
     }
+    let JavaUses {
+        calls,
+        fields,
+        declared,
+    } = uses;
 
     let class = view
         .target()
@@ -1600,51 +1609,83 @@ fn check_java(view: &MaskedView, target: &Target, function: &str, g: &mut Ground
                 suggestions: close_names(name, known.iter().map(String::as_str).collect()),
             });
         }
+        for name in &fields {
+            g.checked.push(format!("this.{name}"));
+            if !complete || known.contains(name) || declared.contains(name) {
+                continue;
+            }
+            g.problems.push(Problem {
+                kind: ProblemKind::MissingAttribute,
+                name: name.clone(),
+                suggestions: close_names(name, known.iter().map(String::as_str).collect()),
+            });
+        }
     }
     if let Some(p) = java_self_recursion(&src, def, target) {
         g.problems.push(p);
     }
 }
 
-/// Unqualified method calls under `node`, outside class bodies (an anonymous or local class may
-/// inherit what it calls); methods those classes declare go to `declared`.
-fn java_calls(
-    src: &str,
-    node: Node,
-    in_class: bool,
-    calls: &mut Vec<String>,
-    declared: &mut HashSet<String>,
-    depth: usize,
-) {
+/// What a Java body uses of its class.
+#[derive(Default)]
+struct JavaUses {
+    /// Methods called without a receiver or on `this`.
+    calls: Vec<String>,
+    /// Fields read or written through `this`.
+    fields: Vec<String>,
+    /// Members that anonymous or local classes in the body declare.
+    declared: HashSet<String>,
+}
+
+/// What the code under `node` uses of its class, outside class bodies (an anonymous or local
+/// class may inherit what it calls); members those classes declare go to `declared`.
+fn java_uses(src: &str, node: Node, in_class: bool, uses: &mut JavaUses, depth: usize) {
     if depth > MAX_NODE_DEPTH {
         return;
     }
     let mut in_class = in_class;
+    let on_this = |n: Node| n.child_by_field_name("object").map(|o| o.kind());
+    let push = |list: &mut Vec<String>, n: Node| {
+        let n = text(src, n).to_string();
+        if !list.contains(&n) {
+            list.push(n);
+        }
+    };
     match node.kind() {
         "method_invocation" if !in_class => {
-            let qualified = node.child_by_field_name("object").is_some()
+            let receiver = on_this(node);
+            let qualified = !matches!(receiver, None | Some("this"))
                 || named_children(node).iter().any(|c| c.kind() == "super");
             if let (false, Some(n)) = (qualified, node.child_by_field_name("name")) {
-                let n = text(src, n).to_string();
-                if !calls.contains(&n) {
-                    calls.push(n);
-                }
+                push(&mut uses.calls, n);
+            }
+        }
+        "field_access" if !in_class && on_this(node) == Some("this") => {
+            if let Some(n) = node.child_by_field_name("field") {
+                push(&mut uses.fields, n);
             }
         }
         "class_body" => {
             in_class = true;
             for m in named_children(node) {
-                if m.kind() == "method_declaration" {
-                    if let Some(n) = m.child_by_field_name("name") {
-                        declared.insert(text(src, n).to_string());
-                    }
+                let names: Vec<Node> = match m.kind() {
+                    "method_declaration" => m.child_by_field_name("name").into_iter().collect(),
+                    "field_declaration" => named_children(m)
+                        .into_iter()
+                        .filter(|d| d.kind() == "variable_declarator")
+                        .filter_map(|d| d.child_by_field_name("name"))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for n in names {
+                    uses.declared.insert(text(src, n).to_string());
                 }
             }
         }
         _ => {}
     }
     for c in named_children(node) {
-        java_calls(src, c, in_class, calls, declared, depth + 1);
+        java_uses(src, c, in_class, uses, depth + 1);
     }
 }
 
@@ -2129,7 +2170,7 @@ mod tests {
         ]);
         let generated = "    int f(int a) {\n        \
             Runnable r = new Runnable() { public void run() { foo(); } };\n        \
-            return max(size(), helperBase()) + hashCode() + sise(a) + f(a - 1) + this.g();\n    }\n";
+            return max(size(), helperBase()) + hashCode() + sise(a) + f(a - 1) + this.n;\n    }\n";
         let g = check_in(&repo, "src/com/x/A.java::A.f", generated);
         assert_eq!(
             problems(&g),
@@ -2155,6 +2196,22 @@ mod tests {
             "    int f(int a) {\n        return f(a);\n    }\n",
         );
         assert_eq!(problems(&g), [(ProblemKind::SelfRecursion, "f")], "{g:#?}");
+        // Calls and fields through `this` are the class's too.
+        let g = check_in(
+            &repo,
+            "src/com/x/A.java::A.f",
+            "    int f(int a) {\n        this.count = this.n + this.helperBase();\n        \
+             return this.sise() + count;\n    }\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::UndefinedName, "sise"),
+                (ProblemKind::MissingAttribute, "count")
+            ],
+            "{g:#?}"
+        );
+        assert!(repair_request(&g).unwrap().contains("`this.count`"));
         let g = check_in(
             &repo,
             "src/com/x/A.java::A.f",
