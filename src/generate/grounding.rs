@@ -843,6 +843,72 @@ const PLAIN_BASES: &[&str] = &[
     "typing.Protocol",
 ];
 
+/// Public attributes of the builtin types classes most often extend (Python 3.8–3.12): a class
+/// based on one is still checked, against its own attributes and these.
+const BUILTIN_BASE_ATTRS: &[(&str, &[&str])] = &[
+    (
+        "dict",
+        &[
+            "clear",
+            "copy",
+            "fromkeys",
+            "get",
+            "items",
+            "keys",
+            "pop",
+            "popitem",
+            "setdefault",
+            "update",
+            "values",
+        ],
+    ),
+    (
+        "list",
+        &[
+            "append", "clear", "copy", "count", "extend", "index", "insert", "pop", "remove",
+            "reverse", "sort",
+        ],
+    ),
+    (
+        "set",
+        &[
+            "add",
+            "clear",
+            "copy",
+            "difference",
+            "difference_update",
+            "discard",
+            "intersection",
+            "intersection_update",
+            "isdisjoint",
+            "issubset",
+            "issuperset",
+            "pop",
+            "remove",
+            "symmetric_difference",
+            "symmetric_difference_update",
+            "union",
+            "update",
+        ],
+    ),
+    (
+        "frozenset",
+        &[
+            "copy",
+            "difference",
+            "intersection",
+            "isdisjoint",
+            "issubset",
+            "issuperset",
+            "symmetric_difference",
+            "union",
+        ],
+    ),
+    ("tuple", &["count", "index"]),
+    ("Exception", &["args", "with_traceback", "add_note"]),
+    ("BaseException", &["args", "with_traceback", "add_note"]),
+];
+
 /// Names bound at the top level of a Python module: imports, definitions, assignments (also in
 /// top-level `if` / `try` / `with` / `for` blocks), and `global` declarations anywhere.
 struct ModuleNames {
@@ -1020,7 +1086,10 @@ fn collect_class_attrs(
             Err(_) => Vec::new(),
         };
         if classes.is_empty() {
-            complete = false;
+            match BUILTIN_BASE_ATTRS.iter().find(|(name, _)| *name == base) {
+                Some((_, attrs)) => attrs.iter().for_each(|a| push(a, out)),
+                None => complete = false,
+            }
             continue;
         }
         for b in classes {
@@ -1988,6 +2057,27 @@ mod tests {
         assert_eq!(
             problems(&g),
             [(ProblemKind::MissingAttribute, "get_context_data")]
+        );
+    }
+
+    #[test]
+    fn a_builtin_base_is_checked_with_its_known_attributes() {
+        let (_dir, repo) = repo_with(&[(
+            "bimap.py",
+            "class OneToOne(dict):\n    def __init__(self):\n        self.inv = {}\n\n\
+             \x20   def popitem(self):\n        return None\n",
+        )]);
+        let generated = "    def popitem(self):\n        with self._lock:\n            \
+            key, value = dict.popitem(self)\n        self.inv.pop(value)\n        \
+            self.setdefault(key, value)\n        return self.add(key)\n";
+        let g = check_in(&repo, "bimap.py::OneToOne.popitem", generated);
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::MissingAttribute, "_lock"),
+                (ProblemKind::MissingAttribute, "add")
+            ],
+            "{g:#?}"
         );
     }
 
