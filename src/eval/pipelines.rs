@@ -15,7 +15,7 @@ use crate::generate::{LocalContext, Target};
 use crate::llm::LlmOptions;
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
-use crate::repo::{resolve_target, Import, Lang, Repository};
+use crate::repo::{resolve_target, Lang, Repository};
 use crate::retrieve::dyretriever::DyOptions;
 
 /// DyCoder or one of its ablations, on the default (or given) models.
@@ -165,7 +165,13 @@ fn names_present(
             .filter_map(|i| {
                 let name = i.name.as_deref()?;
                 let local = i.alias.as_deref().unwrap_or(name);
-                Some((local, format!("{}.{name}", import_base(&symbols.module, i))))
+                let module = symbols.import_module(i)?;
+                let qualname = if module.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{module}.{name}")
+                };
+                Some((local, qualname))
             })
             .collect();
         for n in code_names(lang, code) {
@@ -196,23 +202,6 @@ fn names_present(
     names.sort();
     names.dedup();
     names
-}
-
-/// The module an import names, absolute: `from ..p import q` in `a.b.c` is `a.p`.
-fn import_base(module: &str, import: &Import) -> String {
-    if import.level == 0 {
-        return import.module.clone();
-    }
-    let parts: Vec<&str> = module.split('.').collect();
-    let keep = parts.len().saturating_sub(import.level);
-    let mut base = parts[..keep].join(".");
-    if !import.module.is_empty() {
-        if !base.is_empty() {
-            base.push('.');
-        }
-        base.push_str(&import.module);
-    }
-    base
 }
 
 fn requirement_text(req: &Requirement) -> String {
@@ -274,5 +263,30 @@ mod tests {
         assert!(!names.iter().any(|n| n == "pkg.mem._fd"), "{names:?}");
         // Words of comments and strings are not names the code uses.
         assert!(!names.iter().any(|n| n == "pkg.mem.unflushed"), "{names:?}");
+    }
+
+    #[test]
+    fn names_imported_relatively_into_a_package_init_are_the_package_modules() {
+        let (_dir, repo) = crate::repo::temp_repository(&[
+            (
+                "pkg/__init__.py",
+                "from .const import ENDIAN\n\ndef order():\n    return ENDIAN\n",
+            ),
+            ("pkg/const.py", "ENDIAN = 'little'\n"),
+        ]);
+        let view = MaskedView::new(&repo, None, false);
+        let id = resolve_target(&repo, "pkg.order").unwrap();
+        let f = repo.function(id);
+        let item = ContextItem {
+            qualname: f.qualname.clone(),
+            path: f.path.clone(),
+            start_line: f.span.start_line,
+            source: "dense",
+            code: repo.function_code(id).to_string(),
+            id: Some(id),
+        };
+        let names = names_present(&view, Lang::Python, &[item], None);
+        // Not `const.ENDIAN`: in `pkg/__init__.py`, `.` is `pkg` itself.
+        assert!(names.iter().any(|n| n == "pkg.const.ENDIAN"), "{names:?}");
     }
 }

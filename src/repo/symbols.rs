@@ -530,24 +530,12 @@ impl<'r> Resolver<'r> {
             .unwrap_or("")
     }
 
-    /// The absolute module a Python import names (`from ..p import q` in `a.b.c` → `a.p`).
+    /// The absolute module a Python import names ([`super::FileSymbols::import_module`]).
     fn absolute_module(&self, file: FileId, imp: &Import) -> Option<String> {
-        if imp.level == 0 {
-            return Some(imp.module.clone());
+        match self.repo.file_symbols(file) {
+            Some(symbols) => symbols.import_module(imp),
+            None => (imp.level == 0).then(|| imp.module.clone()),
         }
-        let module = self.file_module(file);
-        let mut parts: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-        // A module's package is its parent; a package (`__init__.py`) is its own.
-        if !self.repo.file(file).path.ends_with("__init__.py") {
-            parts.pop();
-        }
-        for _ in 1..imp.level {
-            parts.pop()?;
-        }
-        if !imp.module.is_empty() {
-            parts.extend(imp.module.split('.'));
-        }
-        Some(parts.join("."))
     }
 
     fn resolve_python_import(
