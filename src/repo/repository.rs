@@ -46,7 +46,7 @@ pub enum RepoError {
         source: std::io::Error,
     },
     #[error(
-        "the cache folder {path} is a symbolic link to {target}, outside the repository: \
+        "the cache path {path} is a symbolic link to {target}, outside the repository: \
          repohop does not write its cache there. Remove the link (the cache is rebuilt), or \
          give --cache-dir to put the cache in a folder of your choice"
     )]
@@ -519,22 +519,37 @@ impl Repository {
 }
 
 /// The default cache folder stays inside the repository: a `.repohop` that is a symbolic link
-/// leading outside it (or nowhere) is refused, so that indexing a repository never writes
-/// elsewhere. (`--cache-dir` is the way to put the cache elsewhere on purpose.)
+/// leading outside it (or nowhere) is refused, and so is such a link among its entries (the
+/// symbol cache file, the `vectors` and `slices` folders of the embeddings, anything else put
+/// there), so that indexing and embedding a repository never write elsewhere. (`--cache-dir` is
+/// the way to put the cache elsewhere on purpose.)
 fn check_default_cache_dir(root: &Path, dir: &Path) -> Result<(), RepoError> {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+    check_link_stays_inside(root, dir)?;
+    // Unreadable or missing: nothing is in it to write through (the cache reports the rest).
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        check_link_stays_inside(root, &entry.path())?;
+    }
+    Ok(())
+}
+
+/// A cache path that is a symbolic link must lead to a place inside `root` (not `root` itself).
+fn check_link_stays_inside(root: &Path, path: &Path) -> Result<(), RepoError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Ok(());
     };
     if !meta.file_type().is_symlink() {
         return Ok(());
     }
-    let target = std::fs::read_link(dir)
+    let target = std::fs::read_link(path)
         .map(|t| t.display().to_string())
         .unwrap_or_else(|_| "an unreadable target".into());
-    match dir.canonicalize() {
+    match path.canonicalize() {
         Ok(real) if real.starts_with(root) && real != root => Ok(()),
         _ => Err(RepoError::CacheOutside {
-            path: dir.to_path_buf(),
+            path: path.to_path_buf(),
             target,
         }),
     }
