@@ -64,7 +64,7 @@ fn replace_f(
         &repo,
         Placement::Replace(id),
         function,
-        finish,
+        finish == FinishReason::Length,
         WriteOptions { force },
     )
 }
@@ -169,7 +169,10 @@ fn cache_entries_linked_outside_the_repository_are_refused() {
         }
 
         let err = Repository::open(&root, &IndexOptions::default()).unwrap_err();
-        assert!(matches!(err, RepoError::CacheOutside { .. }), "{entry}: {err}");
+        assert!(
+            matches!(err, RepoError::CacheOutside { .. }),
+            "{entry}: {err}"
+        );
         let msg = err.to_string();
         assert!(
             msg.contains(&link.display().to_string()) && msg.contains("--cache-dir"),
@@ -267,7 +270,7 @@ fn write_refuses_a_file_that_is_a_link_out_of_the_repository() {
         &repo,
         Placement::Replace(id),
         NEW_F,
-        FinishReason::Stop,
+        false,
         WriteOptions::default(),
     )
     .unwrap_err();
@@ -319,7 +322,7 @@ fn write_appends_a_new_function_and_checks_it_too() {
                 name: "h",
             },
             function,
-            FinishReason::Stop,
+            false,
             WriteOptions::default(),
         )
     };
@@ -388,7 +391,7 @@ fn a_cache_entry_with_spans_outside_its_file_is_reparsed_with_a_warning() {
         &repo,
         Placement::Replace(id),
         NEW_F,
-        FinishReason::Stop,
+        false,
         WriteOptions::default(),
     )
     .unwrap();

@@ -125,7 +125,7 @@ fn index(lines: usize, runs: usize, repo: Option<PathBuf>, as_json: bool) -> Res
     // Cold: no cache file (parse everything, write the cache).
     let mut info = None;
     let cold = time_runs(runs, || {
-        let _ = std::fs::remove_file(cache.path().join(repohop::index::symbols::FILE_NAME));
+        let _ = std::fs::remove_file(cache.path().join(repohop::repo::cache::FILE_NAME));
         let r = Repository::open(&root, &opts)?;
         info = Some(r.stats().clone());
         Ok(())

@@ -1,38 +1,19 @@
 //! An indexed repository: the files the walk kept, their symbols (parsed in parallel, reused from
 //! the cache when the content hash matches), their text, and what went wrong along the way.
 
+use super::cache::{content_hash, CacheRecord, Lookup, SymbolCache};
 use super::diagnostic::{Diagnostic, DiagnosticKind};
+use super::ids::{ClassId, Def, FileId, FnId};
 use super::lang;
 use super::model::{Class, FileSymbols, Function, Import, Lang};
-use super::symbols::{Resolver, SymbolTable};
+use super::table::SymbolTable;
 use super::walk::{self, WalkedFile};
-use crate::index::symbols::{content_hash, CacheRecord, Lookup, SymbolCache};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-
-/// Index of a file in [`Repository::files`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FileId(pub u32);
-
-/// Index of a function or method in [`Repository::function_ids`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FnId(pub u32);
-
-/// Index of a class in [`Repository::class_ids`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ClassId(pub u32);
-
-/// A definition a name can resolve to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "id", rename_all = "lowercase")]
-pub enum Def {
-    Function(FnId),
-    Class(ClassId),
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -314,7 +295,14 @@ impl Repository {
             stats: IndexStats::default(),
         };
         repo.number_definitions();
-        repo.table = SymbolTable::build(&repo);
+        repo.table = SymbolTable::build(
+            repo.function_ids().map(|id| (id, repo.function(id))),
+            repo.class_ids().map(|id| (id, repo.class(id))),
+            repo.files.iter().enumerate().filter_map(|(i, f)| {
+                let module = f.symbols.as_ref()?.module.as_str();
+                Some((FileId(i as u32), module))
+            }),
+        );
         stats.files = repo.files.len();
         stats.functions = repo.fns.len();
         stats.classes = repo.classes.len();
@@ -481,11 +469,6 @@ impl Repository {
 
     pub fn symbol_table(&self) -> &SymbolTable {
         &self.table
-    }
-
-    /// Name resolution over every definition.
-    pub fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self, None)
     }
 
     pub fn diagnostics(&self) -> &[Diagnostic] {
