@@ -13,7 +13,7 @@ use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::retrieve::dyretriever::ExpandMode;
 
-use super::search::EmbedArgs;
+use super::args::EmbedArgs;
 
 #[derive(Args)]
 pub struct EvalArgs {

@@ -16,8 +16,7 @@ use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-use super::repo::RepoArgs;
-use super::search::EmbedArgs;
+use super::args::{EmbedArgs, RepoArgs};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Sparse {
