@@ -243,7 +243,7 @@ impl LocalEmbedder {
         }
         let info = ModelInfo {
             name: dir.name.clone(),
-            id: settings.fingerprint(&dir, &config_text),
+            id: settings.fingerprint(dir, &config_text),
             architecture: model_type,
             dim,
             max_tokens,

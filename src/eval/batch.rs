@@ -278,7 +278,11 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     let started = Instant::now();
     check_config(cfg)?;
     let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
-    let (method_name, completions, mut method) = open_source(source)?;
+    let Opened {
+        name: method_name,
+        completions,
+        mut method,
+    } = open_source(source)?;
     record_run(
         cfg,
         &RunInfo {
@@ -338,19 +342,27 @@ fn check_config(cfg: &BatchConfig) -> Result<(), EvalError> {
 /// A completions file: its path, and the completion of each namespace.
 type Completions = (PathBuf, HashMap<String, String>);
 
-/// The run's name, and its completions file or its method.
-fn open_source(
-    source: Source,
-) -> Result<(String, Option<Completions>, Option<Box<dyn Method>>), EvalError> {
+/// A [`Source`] opened: the run's name, and its completions file or its method.
+struct Opened {
+    name: String,
+    completions: Option<Completions>,
+    method: Option<Box<dyn Method>>,
+}
+
+fn open_source(source: Source) -> Result<Opened, EvalError> {
     Ok(match source {
-        Source::Method(m) => (m.name().to_string(), None, Some(m)),
+        Source::Method(m) => Opened {
+            name: m.name().to_string(),
+            completions: None,
+            method: Some(m),
+        },
         Source::Completions(path) => {
             let c = load_completions(&path)?;
-            (
-                format!("completions:{}", file_stem(&path)),
-                Some((path, c)),
-                None,
-            )
+            Opened {
+                name: format!("completions:{}", file_stem(&path)),
+                completions: Some((path, c)),
+                method: None,
+            }
         }
     })
 }
