@@ -64,7 +64,7 @@ fn replace_f(
         &repo,
         Placement::Replace(id),
         function,
-        finish,
+        finish == FinishReason::Length,
         WriteOptions { force },
     )
 }
@@ -99,6 +99,7 @@ fn links_leading_out_of_the_repository_are_skipped_with_a_diagnostic() {
             .iter()
             .find(|d| d.path == link)
             .unwrap_or_else(|| panic!("no diagnostic for {link}: {:?}", repo.diagnostics()));
+        assert_eq!(d.kind, DiagnosticKind::LinkOutsideRoot, "{d}");
         assert!(d.what.contains("outside the repository"), "{d}");
         assert!(d.is_skip(), "{d}");
     }
@@ -115,7 +116,7 @@ fn links_leading_out_of_the_repository_are_skipped_with_a_diagnostic() {
     }
 }
 
-// 9. A `.repohop` link to a folder outside is refused.
+// 9. A `.repohop` link to a folder outside is refused, and so is such a link inside it.
 
 #[test]
 fn a_cache_folder_linked_outside_the_repository_is_refused() {
@@ -148,6 +149,58 @@ fn a_cache_folder_linked_outside_the_repository_is_refused() {
     };
     Repository::open(&root, &opts).unwrap();
     assert_eq!(names(&elsewhere), ["symbols.json"]);
+}
+
+#[test]
+fn cache_entries_linked_outside_the_repository_are_refused() {
+    // What repohop writes under `.repohop/`: the symbol cache, the function vectors, the slices.
+    for entry in ["symbols.json", "vectors", "slices"] {
+        let t = tempfile::tempdir().unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        let (root, _) = repo_with_m(t.path());
+        fs::create_dir(root.join(".repohop")).unwrap();
+        let link = root.join(".repohop").join(entry);
+        if entry == "symbols.json" {
+            let theirs = put(&elsewhere, "theirs.json", "not ours\n");
+            symlink(&theirs, &link).unwrap();
+        } else {
+            symlink(&elsewhere, &link).unwrap();
+        }
+
+        let err = Repository::open(&root, &IndexOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, RepoError::CacheOutside { .. }),
+            "{entry}: {err}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&link.display().to_string()) && msg.contains("--cache-dir"),
+            "{msg}"
+        );
+        let out = repohop().arg("index").arg(&root).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{entry}: {out:?}");
+        let theirs = if entry == "symbols.json" {
+            vec!["theirs.json".to_string()]
+        } else {
+            vec![]
+        };
+        assert_eq!(names(&elsewhere), theirs, "{entry}");
+        if entry == "symbols.json" {
+            assert_eq!(
+                fs::read_to_string(elsewhere.join("theirs.json")).unwrap(),
+                "not ours\n"
+            );
+        }
+    }
+
+    // A link that stays inside the repository is followed.
+    let t = tempfile::tempdir().unwrap();
+    let (root, _) = repo_with_m(t.path());
+    fs::create_dir_all(root.join("store/vectors")).unwrap();
+    fs::create_dir(root.join(".repohop")).unwrap();
+    symlink(root.join("store/vectors"), root.join(".repohop/vectors")).unwrap();
+    open(&root);
 }
 
 // 10. `--write`.
@@ -217,7 +270,7 @@ fn write_refuses_a_file_that_is_a_link_out_of_the_repository() {
         &repo,
         Placement::Replace(id),
         NEW_F,
-        FinishReason::Stop,
+        false,
         WriteOptions::default(),
     )
     .unwrap_err();
@@ -269,7 +322,7 @@ fn write_appends_a_new_function_and_checks_it_too() {
                 name: "h",
             },
             function,
-            FinishReason::Stop,
+            false,
             WriteOptions::default(),
         )
     };
@@ -338,7 +391,7 @@ fn a_cache_entry_with_spans_outside_its_file_is_reparsed_with_a_warning() {
         &repo,
         Placement::Replace(id),
         NEW_F,
-        FinishReason::Stop,
+        false,
         WriteOptions::default(),
     )
     .unwrap();

@@ -8,7 +8,7 @@ use repohop::repo::mask::MaskedView;
 use repohop::repo::resolve_target;
 use std::path::PathBuf;
 
-use super::repo::RepoArgs;
+use super::args::RepoArgs;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {

@@ -10,10 +10,10 @@ use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Sum
 use repohop::eval::line_metrics::score_lines;
 use repohop::eval::report::{load_run, markdown, svg_chart};
 use repohop::eval::runner::RunnerConfig;
-use repohop::eval::{method, tasks};
+use repohop::eval::{pipelines, tasks};
 use repohop::retrieve::dyretriever::ExpandMode;
 
-use super::search::EmbedArgs;
+use super::args::EmbedArgs;
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -161,7 +161,7 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
         (None, Some(m)) => Source::Method(
-            method::builtin(m, &settings(&args, &out.join("vectors")))
+            pipelines::builtin(m, &settings(&args, &out.join("vectors")))
                 .map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
         ),
         _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
@@ -296,8 +296,8 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
 }
 
 /// The methods' settings; the projects' vectors are kept in `vectors_dir`.
-fn settings(args: &EvalArgs, vectors_dir: &Path) -> method::Settings {
-    method::Settings {
+fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
+    pipelines::Settings {
         embed_model: args.embed.embed_model.clone(),
         embed_device: args.embed.device.clone(),
         local: !args.no_local,
@@ -305,6 +305,6 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> method::Settings {
         paper_walk: args.paper_walk,
         grounding: !args.no_grounding,
         samples: args.samples,
-        ..method::Settings::new(&args.model, vectors_dir)
+        ..pipelines::Settings::new(&args.model, vectors_dir)
     }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use repohop::generate::{GenerateOptions, Target};
-use repohop::llm::LlmOptions;
+use repohop::llm::{FinishReason, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::write::{write_function, Placement, WriteOptions};
@@ -16,8 +16,7 @@ use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-use super::repo::RepoArgs;
-use super::search::EmbedArgs;
+use super::args::{EmbedArgs, RepoArgs};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Sparse {
@@ -180,7 +179,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             &repo,
             placement,
             function,
-            generation.response.finish_reason,
+            generation.response.finish_reason == FinishReason::Length,
             opts,
         )
     });

@@ -1,7 +1,7 @@
 //! `repohop llm`: one generation call for quick checks; `repohop bench llm`: prefill/decode
 //! throughput, constrained-decoding overhead and prefix-cache savings.
 
-use super::bench::median;
+use super::measure::median;
 use anyhow::{Context, Result};
 use candle_core::quantized::gguf_file;
 use candle_core::{Device, Tensor};

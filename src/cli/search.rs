@@ -2,7 +2,7 @@
 //! `repohop index`, and `repohop bench embed` (embedding throughput cold and warm, top-k
 //! latency, and the reference Python stack on the same texts in the same run).
 
-use super::bench::median;
+use super::measure::median;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -11,24 +11,14 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::embed::{self, Embedder, LocalEmbedder, TextKind};
 use repohop::generate::pipeline::Corpus;
+use repohop::generate::vectors;
 use repohop::index::vectors::{Item, Row, UpdateReport, VectorIndex};
 use repohop::repo::mask::MaskedView;
 use repohop::repo::Repository;
 use repohop::retrieve::dense::{function_items, function_key};
 use serde_json::json;
 
-use super::repo::RepoArgs;
-
-/// Which embedding model to run, and where: shared by `index --embed` and `search`.
-#[derive(Args, Debug, Clone)]
-pub struct EmbedArgs {
-    /// Embedding model: built-in alias, model directory, or Hugging Face repo id.
-    #[arg(long, default_value = embed::DEFAULT_MODEL)]
-    pub embed_model: String,
-    /// cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
-    #[arg(long, default_value = "cpu")]
-    pub device: String,
-}
+use super::args::{EmbedArgs, RepoArgs};
 
 #[derive(Args, Debug)]
 // `--repo DIR` leaves the first positional empty.
@@ -48,9 +38,8 @@ pub struct SearchArgs {
     pub json: bool,
 }
 
-/// Where the vectors live: `<cache dir>/vectors/`, the cache dir being `--cache-dir` or
-/// `<repo>/.repohop` as for the symbol cache.
-/// Build or update the embedding index of `repo` for `corpus` (functions or SimpleRAG slices).
+/// Loads the embedding model and brings `repo`'s vectors of `corpus` up to date, in its cache
+/// folder ([`vectors::update`]).
 fn index_embeddings(
     repo: &Repository,
     args: &EmbedArgs,
@@ -58,9 +47,7 @@ fn index_embeddings(
 ) -> Result<(LocalEmbedder, VectorIndex, UpdateReport)> {
     let device = embed::parse_device(&args.device)?;
     let model = embed::load(&args.embed_model, &device)?;
-    let items = corpus.items(repo);
-    let dir = repo.cache_dir().join(corpus.cache_name());
-    let (index, report) = VectorIndex::update(&dir, &model, &items)?;
+    let (index, report) = vectors::update(repo, corpus, &model)?;
     if let Some(why) = &report.rebuilt {
         eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
     }
@@ -80,7 +67,7 @@ pub fn index_command(repo: &Repository, args: &EmbedArgs) -> Result<serde_json::
         "rebuilt": report.rebuilt,
         "stats": report.stats,
         "seconds": t.elapsed().as_secs_f64(),
-        "dir": repo.cache_dir().join(Corpus::Functions.cache_name()),
+        "dir": vectors::repository_dir(repo, Corpus::Functions),
     }))
 }
 

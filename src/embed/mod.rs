@@ -243,7 +243,7 @@ impl LocalEmbedder {
         }
         let info = ModelInfo {
             name: dir.name.clone(),
-            id: dir.fingerprint(&config_text, &settings),
+            id: settings.fingerprint(dir, &config_text),
             architecture: model_type,
             dim,
             max_tokens,

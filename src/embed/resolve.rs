@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use super::{EmbedError, Settings};
+use super::EmbedError;
 use crate::models::{self, ModelKind};
 
 /// Files every embedding model directory must hold.
@@ -34,40 +32,6 @@ pub struct ModelDir {
     pub name: String,
     pub path: PathBuf,
     pub origin: Origin,
-}
-
-impl ModelDir {
-    /// A stable id of weights + settings for cache keys: readable prefix + short hash of the
-    /// config, the settings, and the weight file's size and modification time.
-    pub fn fingerprint(&self, config_text: &str, settings: &Settings) -> String {
-        let mut h = Sha256::new();
-        h.update(config_text.as_bytes());
-        h.update(format!("{settings:?}").as_bytes());
-        if let Ok(meta) = std::fs::metadata(self.path.join("model.safetensors")) {
-            h.update(meta.len().to_le_bytes());
-            if let Ok(t) = meta.modified().and_then(|t| {
-                t.duration_since(std::time::UNIX_EPOCH)
-                    .map_err(std::io::Error::other)
-            }) {
-                h.update(t.as_nanos().to_le_bytes());
-            }
-        }
-        let base: String = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| self.name.clone())
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        format!("{base}-{}", &hex::encode(h.finalize())[..16])
-    }
 }
 
 /// Resolve `name`: a built-in embedder alias first, then an existing directory, then a

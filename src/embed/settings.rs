@@ -7,6 +7,7 @@ use std::path::Path;
 
 use candle_core::{Tensor, D};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use super::{EmbedError, ModelDir};
 
@@ -63,6 +64,39 @@ fn read_json(path: &Path) -> Result<Option<serde_json::Value>, EmbedError> {
 }
 
 impl Settings {
+    /// A stable id of the weights in `dir` with these settings, for cache keys: a readable
+    /// prefix and a short hash of the config, the settings, and the weight file's size and
+    /// modification time.
+    pub fn fingerprint(&self, dir: &ModelDir, config_text: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(config_text.as_bytes());
+        h.update(format!("{self:?}").as_bytes());
+        if let Ok(meta) = std::fs::metadata(dir.path.join("model.safetensors")) {
+            h.update(meta.len().to_le_bytes());
+            if let Ok(t) = meta.modified().and_then(|t| {
+                t.duration_since(std::time::UNIX_EPOCH)
+                    .map_err(std::io::Error::other)
+            }) {
+                h.update(t.as_nanos().to_le_bytes());
+            }
+        }
+        let base: String = dir
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| dir.name.clone())
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!("{base}-{}", &hex::encode(h.finalize())[..16])
+    }
+
     /// `family` is `bert` or `qwen3`; `config` is the parsed `config.json`.
     pub fn read(
         dir: &ModelDir,

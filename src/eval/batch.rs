@@ -276,6 +276,56 @@ pub fn load_records(out: &Path) -> Result<(RunInfo, Vec<TaskRecord>), EvalError>
 /// resumable) or when the inputs are unusable.
 pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError> {
     let started = Instant::now();
+    check_config(cfg)?;
+    let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
+    let Opened {
+        name: method_name,
+        completions,
+        mut method,
+    } = open_source(source)?;
+    record_run(
+        cfg,
+        &RunInfo {
+            method: method_name.clone(),
+            tasks_file: cfg.tasks_file.clone(),
+            source_root: cfg.source_root.clone(),
+            completions_file: completions.as_ref().map(|(p, _)| p.clone()),
+            python: cfg.runner.python.clone(),
+            timeout_s: cfg.runner.timeout.as_secs_f64(),
+        },
+    )?;
+
+    let finished: Vec<bool> = tasks
+        .iter()
+        .map(|t| {
+            read_json::<TaskRecord>(&task_dir(&cfg.out, &t.namespace).join("result.json")).is_some()
+        })
+        .collect();
+    let resumed = finished.iter().filter(|f| **f).count();
+    let todo = tasks.len() - resumed;
+    let progress = Progress::new(todo, cfg.progress, started);
+    generate_and_score(
+        cfg,
+        &tasks,
+        &finished,
+        &mut method,
+        completions.as_ref(),
+        &progress,
+    )?;
+    if cfg.cancel.load(Ordering::SeqCst) {
+        return Err(interrupted(cfg, &tasks));
+    }
+
+    let mut summary = write_completions_and_summarize(cfg, &tasks, &method_name)?;
+    summary.ran = todo;
+    summary.resumed = resumed;
+    summary.wall_seconds = started.elapsed().as_secs_f64();
+    summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
+    write_json(&cfg.out.join("summary.json"), &summary)?;
+    Ok(summary)
+}
+
+fn check_config(cfg: &BatchConfig) -> Result<(), EvalError> {
     if cfg.jobs == 0 {
         return Err(EvalError::Invalid("--jobs must be at least 1".into()));
     }
@@ -286,26 +336,39 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
             )));
         }
     }
-    let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
-    let (method_name, completions, mut method) = match source {
-        Source::Method(m) => (m.name().to_string(), None, Some(m)),
+    Ok(())
+}
+
+/// A completions file: its path, and the completion of each namespace.
+type Completions = (PathBuf, HashMap<String, String>);
+
+/// A [`Source`] opened: the run's name, and its completions file or its method.
+struct Opened {
+    name: String,
+    completions: Option<Completions>,
+    method: Option<Box<dyn Method>>,
+}
+
+fn open_source(source: Source) -> Result<Opened, EvalError> {
+    Ok(match source {
+        Source::Method(m) => Opened {
+            name: m.name().to_string(),
+            completions: None,
+            method: Some(m),
+        },
         Source::Completions(path) => {
             let c = load_completions(&path)?;
-            (
-                format!("completions:{}", file_stem(&path)),
-                Some((path, c)),
-                None,
-            )
+            Opened {
+                name: format!("completions:{}", file_stem(&path)),
+                completions: Some((path, c)),
+                method: None,
+            }
         }
-    };
-    let info = RunInfo {
-        method: method_name.clone(),
-        tasks_file: cfg.tasks_file.clone(),
-        source_root: cfg.source_root.clone(),
-        completions_file: completions.as_ref().map(|(p, _)| p.clone()),
-        python: cfg.runner.python.clone(),
-        timeout_s: cfg.runner.timeout.as_secs_f64(),
-    };
+    })
+}
+
+/// Writes `run.json`; a run directory being resumed must hold a run of the same method.
+fn record_run(cfg: &BatchConfig, info: &RunInfo) -> Result<(), EvalError> {
     let info_path = cfg.out.join("run.json");
     if let Some(old) = read_json::<RunInfo>(&info_path) {
         if old.method != info.method {
@@ -317,56 +380,32 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
             )));
         }
     }
-    write_json(&info_path, &info)?;
+    write_json(&info_path, info)
+}
 
-    let finished: Vec<bool> = tasks
-        .iter()
-        .map(|t| {
-            read_json::<TaskRecord>(&task_dir(&cfg.out, &t.namespace).join("result.json")).is_some()
-        })
-        .collect();
-    let resumed = finished.iter().filter(|f| **f).count();
-    let todo = tasks.len() - resumed;
-    let progress = Progress::new(todo, cfg.progress, started);
-
+/// Generates (or reads) the completions of the unfinished tasks in order on this thread while
+/// `cfg.jobs` threads run their tests, each task's result written as it finishes. Stops
+/// scheduling when cancelled; the first error cancels the run and is returned.
+fn generate_and_score(
+    cfg: &BatchConfig,
+    tasks: &[FunctionTask],
+    finished: &[bool],
+    method: &mut Option<Box<dyn Method>>,
+    completions: Option<&Completions>,
+    progress: &Progress,
+) -> Result<(), EvalError> {
     let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(cfg.jobs);
     let rx = Mutex::new(rx);
     let failure: Mutex<Option<EvalError>> = Mutex::new(None);
+    let fail = |e: EvalError| {
+        if let Ok(mut f) = failure.lock() {
+            f.get_or_insert(e);
+        }
+        cfg.cancel.store(true, Ordering::SeqCst);
+    };
     std::thread::scope(|scope| {
         for _ in 0..cfg.jobs {
-            scope.spawn(|| loop {
-                let next = rx.lock().ok().and_then(|r| r.recv().ok());
-                let Some((k, (completion, shown, phases))) = next else {
-                    break;
-                };
-                if cfg.cancel.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let task = &tasks[k];
-                let result = run_task(task, &completion, &cfg.source_root, &cfg.runner, cfg.cancel);
-                if cfg.cancel.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let record = TaskRecord {
-                    recall: shown
-                        .context
-                        .and_then(|c| dependency_recall(&c, &task.dependency)),
-                    recall_definitions: shown
-                        .definitions
-                        .and_then(|c| dependency_recall(&c, &task.dependency)),
-                    result,
-                    phases,
-                };
-                let path = task_dir(&cfg.out, &task.namespace).join("result.json");
-                if let Err(e) = write_json(&path, &record) {
-                    if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert(e);
-                    }
-                    cfg.cancel.store(true, Ordering::SeqCst);
-                    continue;
-                }
-                progress.finished(&record.result);
-            });
+            scope.spawn(|| score_queued(cfg, tasks, &rx, &fail, progress));
         }
         for (k, task) in tasks.iter().enumerate() {
             if finished[k] {
@@ -375,14 +414,11 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
             if cfg.cancel.load(Ordering::SeqCst) {
                 break;
             }
-            let item = match prepare(cfg, task, method.as_mut(), completions.as_ref()) {
+            let item = match prepare(cfg, task, method.as_mut(), completions) {
                 Ok(Some(prepared)) => (k, prepared),
                 Ok(None) => continue,
                 Err(e) => {
-                    if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert(e);
-                    }
-                    cfg.cancel.store(true, Ordering::SeqCst);
+                    fail(e);
                     break;
                 }
             };
@@ -392,28 +428,80 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
         }
         drop(tx);
     });
-    if let Some(e) = failure.into_inner().ok().flatten() {
-        return Err(e);
+    match failure.into_inner().ok().flatten() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    if cfg.cancel.load(Ordering::SeqCst) {
-        let done = tasks
-            .iter()
-            .filter(|t| {
-                task_dir(&cfg.out, &t.namespace)
-                    .join("result.json")
-                    .is_file()
-            })
-            .count();
-        return Err(EvalError::Invalid(format!(
-            "interrupted with {done} of {} tasks finished; rerun the same command to resume from {}",
-            tasks.len(),
-            cfg.out.display()
-        )));
-    }
+}
 
+/// A test thread: runs the tests of each queued completion and writes the task's result, until
+/// the queue closes. Once cancelled, it drains the queue without running anything.
+fn score_queued(
+    cfg: &BatchConfig,
+    tasks: &[FunctionTask],
+    queue: &Mutex<mpsc::Receiver<(usize, Prepared)>>,
+    fail: &(dyn Fn(EvalError) + Sync),
+    progress: &Progress,
+) {
+    loop {
+        let next = queue.lock().ok().and_then(|r| r.recv().ok());
+        let Some((k, (completion, shown, phases))) = next else {
+            break;
+        };
+        if cfg.cancel.load(Ordering::SeqCst) {
+            continue;
+        }
+        let task = &tasks[k];
+        let result = run_task(task, &completion, &cfg.source_root, &cfg.runner, cfg.cancel);
+        if cfg.cancel.load(Ordering::SeqCst) {
+            continue;
+        }
+        let record = TaskRecord {
+            recall: shown
+                .context
+                .and_then(|c| dependency_recall(&c, &task.dependency)),
+            recall_definitions: shown
+                .definitions
+                .and_then(|c| dependency_recall(&c, &task.dependency)),
+            result,
+            phases,
+        };
+        let path = task_dir(&cfg.out, &task.namespace).join("result.json");
+        if let Err(e) = write_json(&path, &record) {
+            fail(e);
+            continue;
+        }
+        progress.finished(&record.result);
+    }
+}
+
+/// The error of a cancelled run: how many tasks are finished, and how to resume.
+fn interrupted(cfg: &BatchConfig, tasks: &[FunctionTask]) -> EvalError {
+    let done = tasks
+        .iter()
+        .filter(|t| {
+            task_dir(&cfg.out, &t.namespace)
+                .join("result.json")
+                .is_file()
+        })
+        .count();
+    EvalError::Invalid(format!(
+        "interrupted with {done} of {} tasks finished; rerun the same command to resume from {}",
+        tasks.len(),
+        cfg.out.display()
+    ))
+}
+
+/// Writes `completions.jsonl` (every task's completion, DevEval's format) and summarises every
+/// task's result.
+fn write_completions_and_summarize(
+    cfg: &BatchConfig,
+    tasks: &[FunctionTask],
+    method_name: &str,
+) -> Result<Summary, EvalError> {
     let mut records = Vec::with_capacity(tasks.len());
     let mut lines = String::new();
-    for t in &tasks {
+    for t in tasks {
         let dir = task_dir(&cfg.out, &t.namespace);
         if let Some(r) = read_json::<TaskRecord>(&dir.join("result.json")) {
             records.push(r);
@@ -425,13 +513,7 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
         }
     }
     write_atomic(&cfg.out.join("completions.jsonl"), lines.as_bytes())?;
-    let mut summary = summarize(&method_name, &records);
-    summary.ran = todo;
-    summary.resumed = resumed;
-    summary.wall_seconds = started.elapsed().as_secs_f64();
-    summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
-    write_json(&cfg.out.join("summary.json"), &summary)?;
-    Ok(summary)
+    Ok(summarize(method_name, &records))
 }
 
 type Prepared = (String, Shown, Vec<Phase>);
@@ -449,7 +531,7 @@ fn prepare(
     cfg: &BatchConfig,
     task: &FunctionTask,
     method: Option<&mut Box<dyn Method>>,
-    completions: Option<&(PathBuf, HashMap<String, String>)>,
+    completions: Option<&Completions>,
 ) -> Result<Option<Prepared>, EvalError> {
     let dir = task_dir(&cfg.out, &task.namespace);
     if let Some(c) = read_json::<CompletionFile>(&dir.join("completion.json")) {

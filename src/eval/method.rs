@@ -1,6 +1,8 @@
-//! The seam where generation pipelines plug into batch evaluation.
+//! The seam where generation pipelines plug into batch evaluation: what a method is given and
+//! what it returns, and the two methods that generate nothing (the reference body, the floor).
+//! The generating methods are [`super::pipelines`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
@@ -9,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use super::body;
 use super::runner::read_target;
 use super::tasks::FunctionTask;
-use crate::retrieve::dyretriever::ExpandMode;
 
 /// Time and tokens spent in one phase of a pipeline (indexing, retrieval, generation, ...).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -57,111 +58,6 @@ pub trait Method {
     /// Stable name, recorded in the run directory and shown in reports.
     fn name(&self) -> &str;
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError>;
-}
-
-/// The names `--method` accepts.
-pub const BUILTIN: [&str; 9] = [
-    "reference",
-    "not-implemented",
-    "direct",
-    "dense",
-    "bm25",
-    "simplerag",
-    "dyretriever",
-    "dycoder",
-    "dycoder-bm25",
-];
-
-/// How the generating methods run. Each switch away from the default adds a suffix to the
-/// method's name (`dense-nolocal`), so that runs of variants stay apart.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The generator: alias, local path or Hugging Face repo id.
-    pub model: String,
-    /// Show the target's own file in the prompt (off: the papers' layout).
-    pub local: bool,
-    /// DyRetriever's expand step.
-    pub expand: ExpandMode,
-    /// DyRetriever's entry points from the LLM alone (the paper).
-    pub paper_walk: bool,
-    /// Check the answer's names and repair once.
-    pub grounding: bool,
-    /// Sampled candidates when the repaired answer still has problems.
-    pub samples: usize,
-    /// The embedder (for methods with dense similarity) and its device.
-    pub embed_model: String,
-    pub embed_device: String,
-    /// Where the projects' vectors are kept between runs (never inside the projects).
-    pub vectors_dir: PathBuf,
-}
-
-impl Settings {
-    pub fn new(model: &str, vectors_dir: &Path) -> Self {
-        Self {
-            model: model.to_string(),
-            local: true,
-            expand: ExpandMode::default(),
-            paper_walk: false,
-            grounding: true,
-            samples: crate::generate::pipeline::SAMPLES,
-            embed_model: crate::embed::DEFAULT_MODEL.to_string(),
-            embed_device: "cpu".to_string(),
-            vectors_dir: vectors_dir.to_path_buf(),
-        }
-    }
-
-    /// `name` with a suffix per switch that differs from the default.
-    pub fn variant_name(&self, name: &str) -> String {
-        let mut out = name.to_string();
-        if !self.local {
-            out.push_str("-nolocal");
-        }
-        if !self.grounding {
-            out.push_str("-nogrounding");
-        } else if self.samples != crate::generate::pipeline::SAMPLES {
-            out.push_str(&format!("-samples{}", self.samples));
-        }
-        if self.paper_walk {
-            out.push_str("-paperwalk");
-        }
-        if self.expand != ExpandMode::default() {
-            out.push_str(&format!("-expand-{}", self.expand.name()));
-        }
-        if self.embed_model != crate::embed::DEFAULT_MODEL {
-            let model: String = self
-                .embed_model
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
-            out.push_str(&format!("-embed-{model}"));
-        }
-        out
-    }
-}
-
-/// The method called `name`, configured by `settings` where it generates.
-pub fn builtin(name: &str, settings: &Settings) -> Result<Box<dyn Method>, MethodError> {
-    use crate::generate::pipeline::{Method as Kind, Similarity};
-    let (kind, similarity) = match name {
-        "reference" => return Ok(Box::new(Reference)),
-        "not-implemented" => return Ok(Box::new(NotImplemented)),
-        "direct" => (Kind::Direct, Similarity::Dense),
-        "dense" => (Kind::Dense, Similarity::Dense),
-        "bm25" => (Kind::Dense, Similarity::Bm25),
-        "simplerag" => (Kind::Simplerag, Similarity::Dense),
-        "dyretriever" => (Kind::Dyretriever, Similarity::Dense),
-        "dycoder" => (Kind::Dycoder, Similarity::Dense),
-        "dycoder-bm25" => (Kind::Dycoder, Similarity::Bm25),
-        _ => {
-            return Err(
-                format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into(),
-            )
-        }
-    };
-    let name = settings.variant_name(name);
-    Ok(Box::new(super::pipelines::Pipeline::load(
-        &name, kind, similarity, settings,
-    )?))
 }
 
 /// DevEval's reference body, read from the source file: validates the harness (must pass all).

@@ -1,22 +1,129 @@
 //! Generation pipelines as evaluation methods: each task's target is found through the
-//! repository model, masked, and generated from its signature and the task's requirement.
+//! repository model, masked, and generated from its signature and the task's requirement. The
+//! built-in methods (`--method`) and their settings.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::locate;
-use super::method::{Generated, Method, MethodError, MethodInput, Phase, Settings};
+use super::method::{
+    Generated, Method, MethodError, MethodInput, NotImplemented, Phase, Reference,
+};
 use super::tasks::Requirement;
-use crate::generate::pipeline::{ContextItem, Method as Kind, PipelineOptions, Similarity};
+use crate::embed;
+use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{LocalContext, Target};
 use crate::llm::LlmOptions;
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
-use crate::repo::{resolve_target, Import, Lang, Repository};
-use crate::retrieve::dyretriever::DyOptions;
+use crate::repo::{resolve_target, Lang, Repository};
+use crate::retrieve::dyretriever::{DyOptions, ExpandMode};
+
+/// The names `--method` accepts.
+pub const BUILTIN: [&str; 9] = [
+    "reference",
+    "not-implemented",
+    "direct",
+    "dense",
+    "bm25",
+    "simplerag",
+    "dyretriever",
+    "dycoder",
+    "dycoder-bm25",
+];
+
+/// How the generating methods run. Each switch away from the default adds a suffix to the
+/// method's name (`dense-nolocal`), so that runs of variants stay apart.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The generator: alias, local path or Hugging Face repo id.
+    pub model: String,
+    /// Show the target's own file in the prompt (off: the papers' layout).
+    pub local: bool,
+    /// DyRetriever's expand step.
+    pub expand: ExpandMode,
+    /// DyRetriever's entry points from the LLM alone (the paper).
+    pub paper_walk: bool,
+    /// Check the answer's names and repair once.
+    pub grounding: bool,
+    /// Sampled candidates when the repaired answer still has problems.
+    pub samples: usize,
+    /// The embedder (for methods with dense similarity) and its device.
+    pub embed_model: String,
+    pub embed_device: String,
+    /// Where the projects' vectors are kept between runs (never inside the projects).
+    pub vectors_dir: PathBuf,
+}
+
+impl Settings {
+    pub fn new(model: &str, vectors_dir: &Path) -> Self {
+        Self {
+            model: model.to_string(),
+            local: true,
+            expand: ExpandMode::default(),
+            paper_walk: false,
+            grounding: true,
+            samples: pipeline::SAMPLES,
+            embed_model: embed::DEFAULT_MODEL.to_string(),
+            embed_device: "cpu".to_string(),
+            vectors_dir: vectors_dir.to_path_buf(),
+        }
+    }
+
+    /// `name` with a suffix per switch that differs from the default.
+    pub fn variant_name(&self, name: &str) -> String {
+        let mut out = name.to_string();
+        if !self.local {
+            out.push_str("-nolocal");
+        }
+        if !self.grounding {
+            out.push_str("-nogrounding");
+        } else if self.samples != pipeline::SAMPLES {
+            out.push_str(&format!("-samples{}", self.samples));
+        }
+        if self.paper_walk {
+            out.push_str("-paperwalk");
+        }
+        if self.expand != ExpandMode::default() {
+            out.push_str(&format!("-expand-{}", self.expand.name()));
+        }
+        if self.embed_model != embed::DEFAULT_MODEL {
+            let model: String = self
+                .embed_model
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            out.push_str(&format!("-embed-{model}"));
+        }
+        out
+    }
+}
+
+/// The method called `name`, configured by `settings` where it generates.
+pub fn builtin(name: &str, settings: &Settings) -> Result<Box<dyn Method>, MethodError> {
+    let (kind, similarity) = match name {
+        "reference" => return Ok(Box::new(Reference)),
+        "not-implemented" => return Ok(Box::new(NotImplemented)),
+        "direct" => (Kind::Direct, Similarity::Dense),
+        "dense" => (Kind::Dense, Similarity::Dense),
+        "bm25" => (Kind::Dense, Similarity::Bm25),
+        "simplerag" => (Kind::Simplerag, Similarity::Dense),
+        "dyretriever" => (Kind::Dyretriever, Similarity::Dense),
+        "dycoder" => (Kind::Dycoder, Similarity::Dense),
+        "dycoder-bm25" => (Kind::Dycoder, Similarity::Bm25),
+        _ => {
+            return Err(
+                format!("unknown method `{name}`; available: {}", BUILTIN.join(", ")).into(),
+            )
+        }
+    };
+    let name = settings.variant_name(name);
+    Ok(Box::new(Pipeline::load(&name, kind, similarity, settings)?))
+}
 
 /// DyCoder or one of its ablations, on the default (or given) models.
 pub struct Pipeline {
@@ -165,7 +272,13 @@ fn names_present(
             .filter_map(|i| {
                 let name = i.name.as_deref()?;
                 let local = i.alias.as_deref().unwrap_or(name);
-                Some((local, format!("{}.{name}", import_base(&symbols.module, i))))
+                let module = symbols.import_module(i)?;
+                let qualname = if module.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{module}.{name}")
+                };
+                Some((local, qualname))
             })
             .collect();
         for n in code_names(lang, code) {
@@ -196,23 +309,6 @@ fn names_present(
     names.sort();
     names.dedup();
     names
-}
-
-/// The module an import names, absolute: `from ..p import q` in `a.b.c` is `a.p`.
-fn import_base(module: &str, import: &Import) -> String {
-    if import.level == 0 {
-        return import.module.clone();
-    }
-    let parts: Vec<&str> = module.split('.').collect();
-    let keep = parts.len().saturating_sub(import.level);
-    let mut base = parts[..keep].join(".");
-    if !import.module.is_empty() {
-        if !base.is_empty() {
-            base.push('.');
-        }
-        base.push_str(&import.module);
-    }
-    base
 }
 
 fn requirement_text(req: &Requirement) -> String {
@@ -274,5 +370,30 @@ mod tests {
         assert!(!names.iter().any(|n| n == "pkg.mem._fd"), "{names:?}");
         // Words of comments and strings are not names the code uses.
         assert!(!names.iter().any(|n| n == "pkg.mem.unflushed"), "{names:?}");
+    }
+
+    #[test]
+    fn names_imported_relatively_into_a_package_init_are_the_package_modules() {
+        let (_dir, repo) = crate::repo::temp_repository(&[
+            (
+                "pkg/__init__.py",
+                "from .const import ENDIAN\n\ndef order():\n    return ENDIAN\n",
+            ),
+            ("pkg/const.py", "ENDIAN = 'little'\n"),
+        ]);
+        let view = MaskedView::new(&repo, None, false);
+        let id = resolve_target(&repo, "pkg.order").unwrap();
+        let f = repo.function(id);
+        let item = ContextItem {
+            qualname: f.qualname.clone(),
+            path: f.path.clone(),
+            start_line: f.span.start_line,
+            source: "dense",
+            code: repo.function_code(id).to_string(),
+            id: Some(id),
+        };
+        let names = names_present(&view, Lang::Python, &[item], None);
+        // Not `const.ENDIAN`: in `pkg/__init__.py`, `.` is `pkg` itself.
+        assert!(names.iter().any(|n| n == "pkg.const.ENDIAN"), "{names:?}");
     }
 }

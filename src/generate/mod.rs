@@ -1,5 +1,6 @@
-//! The generation step: prompt within a token budget (the target's own file, then retrieved
-//! context), the LLM call, post-processing into the target function.
+//! The generation step: the prompt within a token budget (the target's own file, then retrieved
+//! context), the model's answer (and, when asked, a repair round or another sampled answer in the
+//! same conversation), post-processing into the target function.
 
 pub mod grounding;
 pub mod local;
@@ -7,6 +8,7 @@ pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
 pub mod session;
+pub mod vectors;
 
 pub use local::{LocalContext, LocalView};
 pub use postprocess::{complete_function, BodySource, Completion, PostprocessError, TargetShape};

@@ -13,6 +13,8 @@ pub enum DiagnosticKind {
     TooLarge,
     /// Skipped: a symbolic link that leads back to one of its ancestors.
     SymlinkLoop,
+    /// Skipped: a symbolic link leading outside the repository root (the walk never leaves it).
+    LinkOutsideRoot,
     /// Skipped: the file or directory could not be read.
     Unreadable,
     /// Indexed: bytes that are not UTF-8 were replaced by U+FFFD before parsing.
@@ -49,6 +51,7 @@ impl Diagnostic {
             DiagnosticKind::Binary
                 | DiagnosticKind::TooLarge
                 | DiagnosticKind::SymlinkLoop
+                | DiagnosticKind::LinkOutsideRoot
                 | DiagnosticKind::Unreadable
         )
     }

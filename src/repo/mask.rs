@@ -7,8 +7,9 @@
 //! it: the target's whole definition (decorators, signature, body, nested definitions, lazy
 //! imports) does not exist in any of its accessors, and test files are left out unless asked for.
 
+use super::ids::{ClassId, Def, FileId, FnId};
 use super::model::{Class, FileSymbols, Function, Import, Lang, Span};
-use super::repository::{ClassId, Def, FileId, FnId, Repository};
+use super::repository::Repository;
 use super::symbols::{Hidden, Resolver};
 use super::tree::{self, TreeFile, TreeOptions};
 use std::borrow::Cow;

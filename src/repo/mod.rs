@@ -1,20 +1,25 @@
 //! The repository model: walking, parsing, symbol table, masking and the tree view.
 
+pub mod cache;
 pub mod diagnostic;
+pub mod ids;
 pub mod lang;
 pub mod mask;
 pub mod model;
 pub mod repository;
 pub mod symbols;
+pub mod table;
 pub mod tree;
 pub mod walk;
 pub mod write;
 
 pub use diagnostic::{Diagnostic, DiagnosticKind};
+pub use ids::{ClassId, Def, FileId, FnId};
 pub use mask::{resolve_target, MaskedView, TargetError};
 pub use model::*;
-pub use repository::{ClassId, Def, FileId, FnId, IndexOptions, IndexStats, RepoError, Repository};
+pub use repository::{IndexOptions, IndexStats, RepoError, Repository};
 pub use symbols::{ImportTarget, Resolver, Unresolved};
+pub use table::SymbolTable;
 pub use tree::TreeOptions;
 
 /// A repository of `files` (path, text) in a fresh temporary folder, indexed without a cache:

@@ -114,3 +114,93 @@ pub struct FileSymbols {
     /// Number of tree-sitter error or missing nodes; what parsed around them is kept.
     pub parse_errors: usize,
 }
+
+impl FileSymbols {
+    /// Whether the file is a Python package's `__init__.py` (its module is the package).
+    pub fn is_package(&self) -> bool {
+        self.path.rsplit('/').next() == Some("__init__.py")
+    }
+
+    /// The absolute module an import of this file names: `from ..p import q` in `a/b/c.py`
+    /// (module `a.b.c`) or in `a/b/__init__.py` (package `a.b`) is `a.p`; `from . import m` is
+    /// `a.b` in both. Dots may climb to the repository's top level (`from ... import m` in
+    /// `a/b/c.py` is the top-level `m`), not above it: `None` there. The one resolver of
+    /// relative imports: the symbol table and the evaluation's names both use it.
+    pub fn import_module(&self, imp: &Import) -> Option<String> {
+        if imp.level == 0 {
+            return Some(imp.module.clone());
+        }
+        let mut parts: Vec<&str> = self.module.split('.').filter(|s| !s.is_empty()).collect();
+        // A module's package is its parent; a package (`__init__.py`) is its own.
+        if !self.is_package() {
+            parts.pop();
+        }
+        for _ in 1..imp.level {
+            parts.pop()?;
+        }
+        if !imp.module.is_empty() {
+            parts.extend(imp.module.split('.'));
+        }
+        Some(parts.join("."))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, module: &str) -> FileSymbols {
+        FileSymbols {
+            path: path.into(),
+            lang: Some(Lang::Python),
+            module: module.into(),
+            functions: Vec::new(),
+            classes: Vec::new(),
+            imports: Vec::new(),
+            parse_errors: 0,
+        }
+    }
+
+    /// The module `from <dots><from> import x` in `file` names.
+    fn resolve(file: &FileSymbols, level: usize, from: &str) -> Option<String> {
+        let imp = Import {
+            module: from.into(),
+            name: Some("x".into()),
+            alias: None,
+            level,
+            is_static: false,
+            is_wildcard: false,
+            line: 1,
+            scope: None,
+        };
+        file.import_module(&imp)
+    }
+
+    #[test]
+    fn relative_imports_in_a_package_init_start_from_the_package_itself() {
+        let init = file("a/b/__init__.py", "a.b");
+        assert!(init.is_package());
+        assert_eq!(resolve(&init, 1, "").as_deref(), Some("a.b"));
+        assert_eq!(resolve(&init, 1, "c").as_deref(), Some("a.b.c"));
+        assert_eq!(resolve(&init, 2, "").as_deref(), Some("a"));
+        assert_eq!(resolve(&init, 2, "d").as_deref(), Some("a.d"));
+        // The repository's top level, then above it.
+        assert_eq!(resolve(&init, 3, "").as_deref(), Some(""));
+        assert_eq!(resolve(&init, 4, ""), None);
+    }
+
+    #[test]
+    fn relative_imports_in_a_module_start_from_its_package() {
+        let module = file("a/b/c.py", "a.b.c");
+        assert!(!module.is_package());
+        assert_eq!(resolve(&module, 1, "").as_deref(), Some("a.b"));
+        assert_eq!(resolve(&module, 1, "d").as_deref(), Some("a.b.d"));
+        assert_eq!(resolve(&module, 2, "").as_deref(), Some("a"));
+        assert_eq!(resolve(&module, 2, "d").as_deref(), Some("a.d"));
+        assert_eq!(resolve(&module, 3, "d").as_deref(), Some("d"));
+        assert_eq!(resolve(&module, 4, ""), None);
+        // Absolute imports are as written; `x__init__.py` is no package.
+        assert_eq!(resolve(&module, 0, "p.q").as_deref(), Some("p.q"));
+        assert!(!file("a/x__init__.py", "a.x__init__").is_package());
+    }
+}

@@ -1,38 +1,19 @@
 //! An indexed repository: the files the walk kept, their symbols (parsed in parallel, reused from
 //! the cache when the content hash matches), their text, and what went wrong along the way.
 
+use super::cache::{content_hash, CacheRecord, Lookup, SymbolCache};
 use super::diagnostic::{Diagnostic, DiagnosticKind};
+use super::ids::{ClassId, Def, FileId, FnId};
 use super::lang;
 use super::model::{Class, FileSymbols, Function, Import, Lang};
-use super::symbols::{Resolver, SymbolTable};
+use super::table::SymbolTable;
 use super::walk::{self, WalkedFile};
-use crate::index::symbols::{content_hash, CacheRecord, Lookup, SymbolCache};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
-
-/// Index of a file in [`Repository::files`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FileId(pub u32);
-
-/// Index of a function or method in [`Repository::function_ids`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FnId(pub u32);
-
-/// Index of a class in [`Repository::class_ids`] order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ClassId(pub u32);
-
-/// A definition a name can resolve to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "id", rename_all = "lowercase")]
-pub enum Def {
-    Function(FnId),
-    Class(ClassId),
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum RepoError {
@@ -46,7 +27,7 @@ pub enum RepoError {
         source: std::io::Error,
     },
     #[error(
-        "the cache folder {path} is a symbolic link to {target}, outside the repository: \
+        "the cache path {path} is a symbolic link to {target}, outside the repository: \
          repohop does not write its cache there. Remove the link (the cache is rebuilt), or \
          give --cache-dir to put the cache in a folder of your choice"
     )]
@@ -150,40 +131,8 @@ impl Repository {
         progress: &(dyn Fn(usize, usize) + Sync),
     ) -> Result<Repository, RepoError> {
         let start = Instant::now();
-        let meta = std::fs::metadata(root).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                RepoError::Missing(root.to_path_buf())
-            } else {
-                RepoError::Io {
-                    path: root.to_path_buf(),
-                    source,
-                }
-            }
-        })?;
-        if !meta.is_dir() {
-            return Err(RepoError::NotADirectory(root.to_path_buf()));
-        }
-        // A root that cannot be listed is an error, not an empty repository.
-        std::fs::read_dir(root).map_err(|source| RepoError::Io {
-            path: root.to_path_buf(),
-            source,
-        })?;
-        let root = root.canonicalize().map_err(|source| RepoError::Io {
-            path: root.to_path_buf(),
-            source,
-        })?;
-        let cache_dir = match &opts.cache_dir {
-            Some(d) if d.is_absolute() => d.clone(),
-            Some(d) => std::env::current_dir()
-                .map(|c| c.join(d))
-                .unwrap_or_else(|_| d.clone()),
-            None => {
-                let dir = root.join(".repohop");
-                check_default_cache_dir(&root, &dir)?;
-                dir
-            }
-        };
-
+        let root = canonical_root(root)?;
+        let cache_dir = cache_dir(&root, opts)?;
         let walked = walk::walk(&root, opts.max_file_size, std::slice::from_ref(&cache_dir));
         let mut diagnostics = walked.diagnostics;
         let (mut cache, cache_diag) = if opts.use_cache {
@@ -193,109 +142,34 @@ impl Repository {
         };
         diagnostics.extend(cache_diag);
 
-        let packages = walk::package_dirs(
-            walked
-                .files
-                .iter()
-                .filter(|f| f.lang == Some(Lang::Python))
-                .map(|f| f.path.as_str()),
-        );
-        let total = walked.files.len();
-        let done = AtomicUsize::new(0);
-        let results: Vec<(Outcome, Vec<Diagnostic>)> = walked
-            .files
-            .par_iter()
-            .map(|file| {
-                let r = process(file, &packages, &cache);
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                r
-            })
-            .collect();
-
-        let mut files = Vec::with_capacity(total);
-        let mut stats = IndexStats::default();
-        let mut keys = Vec::new();
-        for (file, (outcome, diags)) in walked.files.into_iter().zip(results) {
-            diagnostics.extend(diags);
-            match outcome {
-                Outcome::Skipped => {}
-                Outcome::Listed => files.push(SourceFile {
-                    path: file.path,
-                    size: file.size,
-                    lang: None,
-                    hash: None,
-                    text: None,
-                    symbols: None,
-                }),
-                Outcome::Parsed {
-                    text,
-                    symbols,
-                    hash,
-                    module,
-                } => {
-                    stats.source_files += 1;
-                    stats.source_bytes += file.size;
-                    let symbols = match symbols {
-                        Some(s) => {
-                            stats.parsed += 1;
-                            *s
-                        }
-                        None => {
-                            stats.cached += 1;
-                            // `lookup` said yes and paths are unique, so this always hits;
-                            // parsing again is the safe answer if it ever does not.
-                            match (cache.take(&file.path), lang::for_path(&file.path)) {
-                                (Some(s), _) => s,
-                                (None, Some(fe)) => fe.parse(&file.path, &module, &text),
-                                (None, None) => continue,
-                            }
-                        }
-                    };
-                    if symbols.parse_errors > 0 {
-                        diagnostics.push(Diagnostic::new(
-                            &file.path,
-                            DiagnosticKind::SyntaxErrors,
-                            format!(
-                                "{} syntax error(s); kept the {} function(s) and {} class(es) \
-                                 that parsed",
-                                symbols.parse_errors,
-                                symbols.functions.len(),
-                                symbols.classes.len()
-                            ),
-                        ));
-                    }
-                    keys.push((files.len(), module));
-                    files.push(SourceFile {
-                        path: file.path,
-                        size: file.size,
-                        lang: file.lang,
-                        hash: Some(hash),
-                        text: Some(text),
-                        symbols: Some(symbols),
-                    });
-                }
-            }
-        }
-        if opts.use_cache && cache.needs_write(stats.parsed) {
-            let records = keys.iter().filter_map(|(i, module)| {
-                let f: &SourceFile = &files[*i];
-                match (&f.hash, &f.symbols) {
-                    (Some(hash), Some(symbols)) => Some(CacheRecord {
-                        path: &f.path,
-                        hash,
-                        module,
-                        symbols,
-                    }),
-                    _ => None,
-                }
-            });
-            if let Err(d) = cache.write(records) {
-                diagnostics.push(d);
-            }
+        let outcomes = process_all(&walked.files, &cache, progress);
+        let mut kept = collect(walked.files, outcomes, &mut cache, &mut diagnostics);
+        if opts.use_cache && cache.needs_write(kept.stats.parsed) {
+            save_cache(&cache, &kept, &mut diagnostics);
         }
         diagnostics.sort_by(|a, b| a.path.cmp(&b.path));
-        stats.skipped = diagnostics.iter().filter(|d| d.is_skip()).count();
+        kept.stats.skipped = diagnostics.iter().filter(|d| d.is_skip()).count();
 
+        let mut repo = Repository::from_files(root, cache_dir, kept.files, diagnostics);
+        repo.stats = IndexStats {
+            files: repo.files.len(),
+            functions: repo.fns.len(),
+            classes: repo.classes.len(),
+            imports: repo.symbols_iter().map(|s| s.imports.len()).sum(),
+            files_with_parse_errors: repo.symbols_iter().filter(|s| s.parse_errors > 0).count(),
+            elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+            ..kept.stats
+        };
+        Ok(repo)
+    }
+
+    /// The repository of the kept `files`: its definitions numbered and its symbol table built.
+    fn from_files(
+        root: PathBuf,
+        cache_dir: PathBuf,
+        files: Vec<SourceFile>,
+        diagnostics: Vec<Diagnostic>,
+    ) -> Repository {
         let mut repo = Repository {
             root,
             cache_dir,
@@ -314,15 +188,15 @@ impl Repository {
             stats: IndexStats::default(),
         };
         repo.number_definitions();
-        repo.table = SymbolTable::build(&repo);
-        stats.files = repo.files.len();
-        stats.functions = repo.fns.len();
-        stats.classes = repo.classes.len();
-        stats.imports = repo.symbols_iter().map(|s| s.imports.len()).sum();
-        stats.files_with_parse_errors = repo.symbols_iter().filter(|s| s.parse_errors > 0).count();
-        stats.elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
-        repo.stats = stats;
-        Ok(repo)
+        repo.table = SymbolTable::build(
+            repo.function_ids().map(|id| (id, repo.function(id))),
+            repo.class_ids().map(|id| (id, repo.class(id))),
+            repo.files.iter().enumerate().filter_map(|(i, f)| {
+                let module = f.symbols.as_ref()?.module.as_str();
+                Some((FileId(i as u32), module))
+            }),
+        );
+        repo
     }
 
     fn number_definitions(&mut self) {
@@ -483,11 +357,6 @@ impl Repository {
         &self.table
     }
 
-    /// Name resolution over every definition.
-    pub fn resolver(&self) -> Resolver<'_> {
-        Resolver::new(self, None)
-    }
-
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.diagnostics
     }
@@ -518,23 +387,208 @@ impl Repository {
     }
 }
 
+/// The root folder, canonical; an error when it is missing, not a folder, or cannot be listed
+/// (a root that cannot be listed is an error, not an empty repository).
+fn canonical_root(root: &Path) -> Result<PathBuf, RepoError> {
+    let meta = std::fs::metadata(root).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            RepoError::Missing(root.to_path_buf())
+        } else {
+            RepoError::Io {
+                path: root.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(RepoError::NotADirectory(root.to_path_buf()));
+    }
+    let io_error = |source| RepoError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
+    std::fs::read_dir(root).map_err(io_error)?;
+    root.canonicalize().map_err(io_error)
+}
+
+/// The cache folder: `--cache-dir` (relative to the working folder) or `<root>/.repohop`, the
+/// latter checked to stay inside the repository.
+fn cache_dir(root: &Path, opts: &IndexOptions) -> Result<PathBuf, RepoError> {
+    Ok(match &opts.cache_dir {
+        Some(d) if d.is_absolute() => d.clone(),
+        Some(d) => std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or_else(|_| d.clone()),
+        None => {
+            let dir = root.join(".repohop");
+            check_default_cache_dir(root, &dir)?;
+            dir
+        }
+    })
+}
+
+/// Reads, checks and parses every walked file in parallel (or takes its symbols from the
+/// cache), in walk order.
+fn process_all(
+    files: &[WalkedFile],
+    cache: &SymbolCache,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<(Outcome, Vec<Diagnostic>)> {
+    let packages = walk::package_dirs(
+        files
+            .iter()
+            .filter(|f| f.lang == Some(Lang::Python))
+            .map(|f| f.path.as_str()),
+    );
+    let total = files.len();
+    let done = AtomicUsize::new(0);
+    files
+        .par_iter()
+        .map(|file| {
+            let r = process(file, &packages, cache);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            r
+        })
+        .collect()
+}
+
+/// The files kept from the walk, with the counts so far.
+struct Kept {
+    files: Vec<SourceFile>,
+    stats: IndexStats,
+    /// Parsed files (index in `files`) and the module name each was parsed with: the symbol
+    /// cache's records.
+    keys: Vec<(usize, String)>,
+}
+
+/// The walked files with their outcomes: the skipped ones dropped, the parsed ones given their
+/// symbols (parsed, or taken out of `cache`), a diagnostic for each file with syntax errors.
+fn collect(
+    walked: Vec<WalkedFile>,
+    outcomes: Vec<(Outcome, Vec<Diagnostic>)>,
+    cache: &mut SymbolCache,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Kept {
+    let mut kept = Kept {
+        files: Vec::with_capacity(walked.len()),
+        stats: IndexStats::default(),
+        keys: Vec::new(),
+    };
+    for (file, (outcome, diags)) in walked.into_iter().zip(outcomes) {
+        diagnostics.extend(diags);
+        match outcome {
+            Outcome::Skipped => {}
+            Outcome::Listed => kept.files.push(SourceFile {
+                path: file.path,
+                size: file.size,
+                lang: None,
+                hash: None,
+                text: None,
+                symbols: None,
+            }),
+            Outcome::Parsed {
+                text,
+                symbols,
+                hash,
+                module,
+            } => {
+                kept.stats.source_files += 1;
+                kept.stats.source_bytes += file.size;
+                let symbols = match symbols {
+                    Some(s) => {
+                        kept.stats.parsed += 1;
+                        *s
+                    }
+                    None => {
+                        kept.stats.cached += 1;
+                        // `lookup` said yes and paths are unique, so this always hits; parsing
+                        // again is the safe answer if it ever does not.
+                        match (cache.take(&file.path), lang::for_path(&file.path)) {
+                            (Some(s), _) => s,
+                            (None, Some(fe)) => fe.parse(&file.path, &module, &text),
+                            (None, None) => continue,
+                        }
+                    }
+                };
+                if symbols.parse_errors > 0 {
+                    diagnostics.push(Diagnostic::new(
+                        &file.path,
+                        DiagnosticKind::SyntaxErrors,
+                        format!(
+                            "{} syntax error(s); kept the {} function(s) and {} class(es) that \
+                             parsed",
+                            symbols.parse_errors,
+                            symbols.functions.len(),
+                            symbols.classes.len()
+                        ),
+                    ));
+                }
+                kept.keys.push((kept.files.len(), module));
+                kept.files.push(SourceFile {
+                    path: file.path,
+                    size: file.size,
+                    lang: file.lang,
+                    hash: Some(hash),
+                    text: Some(text),
+                    symbols: Some(symbols),
+                });
+            }
+        }
+    }
+    kept
+}
+
+/// Writes the symbols of every parsed file to the cache; a failure is a diagnostic.
+fn save_cache(cache: &SymbolCache, kept: &Kept, diagnostics: &mut Vec<Diagnostic>) {
+    let records = kept.keys.iter().filter_map(|(i, module)| {
+        let f = &kept.files[*i];
+        match (&f.hash, &f.symbols) {
+            (Some(hash), Some(symbols)) => Some(CacheRecord {
+                path: &f.path,
+                hash,
+                module,
+                symbols,
+            }),
+            _ => None,
+        }
+    });
+    if let Err(d) = cache.write(records) {
+        diagnostics.push(d);
+    }
+}
+
 /// The default cache folder stays inside the repository: a `.repohop` that is a symbolic link
-/// leading outside it (or nowhere) is refused, so that indexing a repository never writes
-/// elsewhere. (`--cache-dir` is the way to put the cache elsewhere on purpose.)
+/// leading outside it (or nowhere) is refused, and so is such a link among its entries (the
+/// symbol cache file, the `vectors` and `slices` folders of the embeddings, anything else put
+/// there), so that indexing and embedding a repository never write elsewhere. (`--cache-dir` is
+/// the way to put the cache elsewhere on purpose.)
 fn check_default_cache_dir(root: &Path, dir: &Path) -> Result<(), RepoError> {
-    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+    check_link_stays_inside(root, dir)?;
+    // Unreadable or missing: nothing is in it to write through (the cache reports the rest).
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        check_link_stays_inside(root, &entry.path())?;
+    }
+    Ok(())
+}
+
+/// A cache path that is a symbolic link must lead to a place inside `root` (not `root` itself).
+fn check_link_stays_inside(root: &Path, path: &Path) -> Result<(), RepoError> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Ok(());
     };
     if !meta.file_type().is_symlink() {
         return Ok(());
     }
-    let target = std::fs::read_link(dir)
+    let target = std::fs::read_link(path)
         .map(|t| t.display().to_string())
         .unwrap_or_else(|_| "an unreadable target".into());
-    match dir.canonicalize() {
+    match path.canonicalize() {
         Ok(real) if real.starts_with(root) && real != root => Ok(()),
         _ => Err(RepoError::CacheOutside {
-            path: dir.to_path_buf(),
+            path: path.to_path_buf(),
             target,
         }),
     }

@@ -1,104 +1,22 @@
-//! The symbol table (definitions by qualified name, by simple name, modules by name) and name
-//! resolution: imports to the files and definitions they name, and names proposed from inside a
-//! function (`normpath`, `self.m`, `mod.f`, `Class.m`) to the definitions they denote.
+//! Name resolution over the symbol table ([`super::table`]): imports to the files and
+//! definitions they name, and names proposed from inside a function (`normpath`, `self.m`,
+//! `mod.f`, `Class.m`) to the definitions they denote.
 
+use super::ids::{ClassId, Def, FileId, FnId};
 use super::model::{Import, Lang, SymbolKind};
-use super::repository::{ClassId, Def, FileId, FnId, Repository};
+use super::repository::Repository;
+use super::table::SymbolTable;
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// How deep re-exports and base classes are followed (guards against import and inheritance
 /// cycles).
 const MAX_DEPTH: usize = 8;
 
-#[derive(Debug, Default)]
-pub struct SymbolTable {
-    by_qualname: HashMap<String, Vec<Def>>,
-    by_name: HashMap<String, Vec<Def>>,
-    /// Python module → its file; Java package → its files.
-    modules: HashMap<String, Vec<FileId>>,
-    /// First segments of every module name: decides "in this repository" vs external.
-    top_segments: HashSet<String>,
-    /// Every segment of every module name: `a.b` can't be guessed as "method `b` of some
-    /// object `a`" when `a` is the name of a module.
-    module_segments: HashSet<String>,
-}
-
-impl SymbolTable {
-    pub(crate) fn build(repo: &Repository) -> Self {
-        let mut t = SymbolTable::default();
-        for id in repo.function_ids() {
-            let f = repo.function(id);
-            t.by_qualname
-                .entry(f.qualname.clone())
-                .or_default()
-                .push(Def::Function(id));
-            t.by_name
-                .entry(f.name.clone())
-                .or_default()
-                .push(Def::Function(id));
-        }
-        for id in repo.class_ids() {
-            let c = repo.class(id);
-            t.by_qualname
-                .entry(c.qualname.clone())
-                .or_default()
-                .push(Def::Class(id));
-            t.by_name
-                .entry(c.name.clone())
-                .or_default()
-                .push(Def::Class(id));
-        }
-        for (i, f) in repo.files().iter().enumerate() {
-            if let Some(s) = &f.symbols {
-                if !s.module.is_empty() {
-                    t.modules
-                        .entry(s.module.clone())
-                        .or_default()
-                        .push(FileId(i as u32));
-                    let top = s.module.split('.').next().unwrap_or_default();
-                    t.top_segments.insert(top.to_string());
-                    t.module_segments
-                        .extend(s.module.split('.').map(str::to_string));
-                }
-            }
-        }
-        t
-    }
-
-    /// Every definition with this qualified name (Java overloads share one).
-    pub fn by_qualname(&self, qualname: &str) -> &[Def] {
-        self.by_qualname
-            .get(qualname)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-    }
-
-    /// Every definition with this simple name.
-    pub fn by_name(&self, name: &str) -> &[Def] {
-        self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// The file(s) of a Python module or Java package.
-    pub fn module_files(&self, module: &str) -> &[FileId] {
-        self.modules.get(module).map(Vec::as_slice).unwrap_or(&[])
-    }
-
-    /// Whether a dotted module path starts inside this repository.
-    pub fn is_internal(&self, module: &str) -> bool {
-        self.top_segments
-            .contains(module.split('.').next().unwrap_or_default())
-    }
-
-    /// Whether `name` is a segment of a module of this repository (`strutils` for
-    /// `boltons.strutils`).
-    pub fn is_module_segment(&self, name: &str) -> bool {
-        self.module_segments.contains(name)
-    }
-
-    /// Every qualified name, for "did you mean" lists.
-    pub fn qualnames(&self) -> impl Iterator<Item = &str> {
-        self.by_qualname.keys().map(String::as_str)
+impl Repository {
+    /// Name resolution over every definition.
+    pub fn resolver(&self) -> Resolver<'_> {
+        Resolver::new(self, None)
     }
 }
 
@@ -530,24 +448,12 @@ impl<'r> Resolver<'r> {
             .unwrap_or("")
     }
 
-    /// The absolute module a Python import names (`from ..p import q` in `a.b.c` → `a.p`).
+    /// The absolute module a Python import names ([`super::FileSymbols::import_module`]).
     fn absolute_module(&self, file: FileId, imp: &Import) -> Option<String> {
-        if imp.level == 0 {
-            return Some(imp.module.clone());
+        match self.repo.file_symbols(file) {
+            Some(symbols) => symbols.import_module(imp),
+            None => (imp.level == 0).then(|| imp.module.clone()),
         }
-        let module = self.file_module(file);
-        let mut parts: Vec<&str> = module.split('.').filter(|s| !s.is_empty()).collect();
-        // A module's package is its parent; a package (`__init__.py`) is its own.
-        if !self.repo.file(file).path.ends_with("__init__.py") {
-            parts.pop();
-        }
-        for _ in 1..imp.level {
-            parts.pop()?;
-        }
-        if !imp.module.is_empty() {
-            parts.extend(imp.module.split('.'));
-        }
-        Some(parts.join("."))
     }
 
     fn resolve_python_import(

@@ -74,7 +74,7 @@ pub fn walk(root: &Path, max_file_size: u64, skip_dirs: &[PathBuf]) -> Walk {
                 if let Ok(mut found) = found.lock() {
                     found.push(Diagnostic::new(
                         relative(&base, e.path()),
-                        DiagnosticKind::Unreadable,
+                        DiagnosticKind::LinkOutsideRoot,
                         format!(
                             "skipped: symbolic link to {target}, outside the repository (only \
                              links within it are followed)"

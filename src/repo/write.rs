@@ -7,11 +7,11 @@
 //! nor outside the repository, never a read-only file unless forced, keeping the file's mode and
 //! owner, a `.repohop.bak` copy of the original first; on any failure nothing is left behind.
 
+use super::ids::FnId;
 use super::lang;
 use super::model::{FileSymbols, Function, Lang};
-use super::repository::{FnId, Repository};
+use super::repository::Repository;
 use crate::fsutil::{self, AtomicOptions};
-use crate::llm::FinishReason;
 use std::path::{Path, PathBuf};
 
 /// Where the generated function goes.
@@ -107,21 +107,22 @@ pub fn write_function(
     repo: &Repository,
     placement: Placement,
     function: &str,
-    finish: FinishReason,
+    truncated: bool,
     opts: WriteOptions,
 ) -> Result<Written, WriteError> {
-    let edit = prepare(repo, placement, function, finish)?;
+    let edit = prepare(repo, placement, function, truncated)?;
     apply(repo, &edit, opts)
 }
 
-/// The file with `function` put in place, checked; writes nothing.
+/// The file with `function` put in place, checked; writes nothing. `truncated`: the generator
+/// stopped at its token limit (finish reason `length`), so the function is incomplete: refused.
 pub fn prepare(
     repo: &Repository,
     placement: Placement,
     function: &str,
-    finish: FinishReason,
+    truncated: bool,
 ) -> Result<Edit, WriteError> {
-    if finish == FinishReason::Length {
+    if truncated {
         return Err(WriteError::Truncated);
     }
     let (rel, name) = match placement {
@@ -385,7 +386,7 @@ mod tests {
             &repo,
             Placement::Replace(id),
             "def f(a):\n    return a + 1\n",
-            FinishReason::Stop,
+            false,
         )
         .unwrap();
         // The backup's rename is the first; the file's is the one that fails.

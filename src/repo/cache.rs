@@ -8,9 +8,9 @@
 //! reported and rebuilt, never trusted; so is an entry whose locations do not fit its file
 //! ([`check_symbols`]), even when its content hash matches.
 
+use super::diagnostic::{Diagnostic, DiagnosticKind};
+use super::model::{FileSymbols, Span};
 use crate::fsutil::{AtomicFile, AtomicOptions};
-use crate::repo::diagnostic::{Diagnostic, DiagnosticKind};
-use crate::repo::model::{FileSymbols, Span};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
