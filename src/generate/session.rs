@@ -112,7 +112,7 @@ impl Session {
     /// The folder of `repo`'s vectors of `corpus` in this session.
     fn vectors_dir(&self, repo: &Repository, corpus: Corpus) -> PathBuf {
         match &self.place {
-            VectorPlace::Repository => repo.cache_dir().join(corpus.cache_name()),
+            VectorPlace::Repository => super::vectors::repository_dir(repo, corpus),
             VectorPlace::Under(dir) => dir
                 .join(repository_key(repo.root()))
                 .join(corpus.cache_name()),
