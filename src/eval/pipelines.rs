@@ -345,19 +345,8 @@ mod tests {
         };
         let repo = Repository::open(dir.path(), &opts).unwrap();
         let view = MaskedView::new(&repo, None, false);
-        let item = |q: &str| {
-            let id = resolve_target(&repo, q).unwrap();
-            let f = repo.function(id);
-            ContextItem {
-                qualname: f.qualname.clone(),
-                path: f.path.clone(),
-                start_line: f.span.start_line,
-                source: "dense",
-                code: repo.function_code(id).to_string(),
-                id: Some(id),
-            }
-        };
-        let names = names_present(&view, Lang::Python, &[item("pkg.mem.WAL.flush")], None);
+        let item = context_item(&repo, "pkg.mem.WAL.flush");
+        let names = names_present(&view, Lang::Python, &[item], None);
         for want in [
             "pkg.mem.WAL.flush",
             "pkg.mem.WAL._fd",
@@ -372,6 +361,20 @@ mod tests {
         assert!(!names.iter().any(|n| n == "pkg.mem.unflushed"), "{names:?}");
     }
 
+    /// The function `qualname` of `repo` as dense retrieval would give it.
+    fn context_item(repo: &Repository, qualname: &str) -> ContextItem {
+        let id = resolve_target(repo, qualname).unwrap();
+        let f = repo.function(id);
+        ContextItem {
+            qualname: f.qualname.clone(),
+            path: f.path.clone(),
+            start_line: f.span.start_line,
+            source: "dense",
+            code: repo.function_code(id).to_string(),
+            id: Some(id),
+        }
+    }
+
     #[test]
     fn names_imported_relatively_into_a_package_init_are_the_package_modules() {
         let (_dir, repo) = crate::repo::temp_repository(&[
@@ -382,16 +385,7 @@ mod tests {
             ("pkg/const.py", "ENDIAN = 'little'\n"),
         ]);
         let view = MaskedView::new(&repo, None, false);
-        let id = resolve_target(&repo, "pkg.order").unwrap();
-        let f = repo.function(id);
-        let item = ContextItem {
-            qualname: f.qualname.clone(),
-            path: f.path.clone(),
-            start_line: f.span.start_line,
-            source: "dense",
-            code: repo.function_code(id).to_string(),
-            id: Some(id),
-        };
+        let item = context_item(&repo, "pkg.order");
         let names = names_present(&view, Lang::Python, &[item], None);
         // Not `const.ENDIAN`: in `pkg/__init__.py`, `.` is `pkg` itself.
         assert!(names.iter().any(|n| n == "pkg.const.ENDIAN"), "{names:?}");
