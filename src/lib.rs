@@ -8,6 +8,9 @@
 pub mod embed;
 pub mod eval;
 pub mod fsutil;
+/// Bodies of the fuzz targets in `fuzz/`, replayed by `tests/fuzz_regressions.rs`.
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod index;
 pub mod llm;

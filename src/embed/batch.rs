@@ -16,7 +16,10 @@ pub fn load_tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, Embed
         path: path.into(),
         reason,
     };
-    let mut tok = Tokenizer::from_file(path).map_err(|e| bad(format!("not a tokenizer: {e}")))?;
+    let mut tok = crate::llm::read_tokenizer(path).map_err(|e| match e {
+        crate::llm::LlmError::Load { reason, .. } => bad(reason),
+        other => bad(other.to_string()),
+    })?;
     tok.with_padding(None);
     tok.with_truncation(Some(TruncationParams {
         max_length: max_tokens,

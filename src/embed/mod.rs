@@ -15,7 +15,7 @@ pub mod settings;
 pub mod text;
 mod weights;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use serde::Serialize;
@@ -185,6 +185,69 @@ pub fn load(name: &str, device: &Device) -> Result<LocalEmbedder, EmbedError> {
     LocalEmbedder::from_dir(&dir, device)
 }
 
+/// The network `config.json` (`config_text`) describes, over `weights`: (network, hidden
+/// size, embedding rows).
+fn network(
+    family: &str,
+    config_path: &Path,
+    config_text: &str,
+    weights: &weights::Weights,
+) -> Result<(Network, usize, usize), EmbedError> {
+    Ok(match family {
+        "bert" => {
+            let net = bert::Bert::load(config_path, config_text, weights)?;
+            let (d, r) = (net.hidden_size(), net.vocab_rows());
+            (Network::Bert(net), d, r)
+        }
+        _ => {
+            let net = qwen3::Qwen3::load(config_path, config_text, weights)?;
+            let (d, r) = (net.hidden_size(), net.vocab_rows());
+            (Network::Qwen3(net), d, r)
+        }
+    })
+}
+
+/// Loads the network of `config_text` over the safetensors `weights` as
+/// [`LocalEmbedder::from_dir`] does, and runs it on one sequence of `ids`: the fuzz target of
+/// the embedders' loader. Returns the hidden size.
+#[doc(hidden)]
+pub fn network_from_bytes(
+    config_text: &str,
+    weights: &[u8],
+    ids: &[u32],
+    device: &Device,
+) -> Result<usize, EmbedError> {
+    let config_path = Path::new("config.json");
+    let config: serde_json::Value =
+        serde_json::from_str(config_text).map_err(|e| EmbedError::BadFile {
+            path: config_path.into(),
+            reason: format!("not valid JSON: {e}"),
+        })?;
+    let family = match config["model_type"].as_str() {
+        Some("qwen3") => "qwen3",
+        _ => "bert",
+    };
+    let weights = weights::Weights::from_bytes(Path::new("model.safetensors"), weights, device)?;
+    let (network, dim, rows) = network(family, config_path, config_text, &weights)?;
+    if ids.is_empty() || ids.iter().any(|&i| i as usize >= rows) {
+        return Ok(dim);
+    }
+    let map = |source| EmbedError::Candle {
+        model: "fuzz".into(),
+        source,
+    };
+    let l = ids.len();
+    let ids_t = Tensor::from_slice(ids, (1, l), device).map_err(map)?;
+    let real = vec![true; l];
+    let mask = Tensor::ones((1, l), DType::F32, device).map_err(map)?;
+    match &network {
+        Network::Bert(net) => net.forward(&ids_t, &mask, &real),
+        Network::Qwen3(net) => net.forward(&ids_t, &mask, &real),
+    }
+    .map_err(map)?;
+    Ok(dim)
+}
+
 impl LocalEmbedder {
     pub fn from_dir(dir: &ModelDir, device: &Device) -> Result<Self, EmbedError> {
         let config_path = dir.path.join("config.json");
@@ -216,18 +279,7 @@ impl LocalEmbedder {
         };
         let settings = Settings::read(dir, family, &config)?;
         let weights = weights::Weights::read(&dir.path.join("model.safetensors"), device)?;
-        let (network, dim, rows) = match family {
-            "bert" => {
-                let net = bert::Bert::load(&config_path, &config_text, &weights)?;
-                let (d, r) = (net.hidden_size(), net.vocab_rows());
-                (Network::Bert(net), d, r)
-            }
-            _ => {
-                let net = qwen3::Qwen3::load(&config_path, &config_text, &weights)?;
-                let (d, r) = (net.hidden_size(), net.vocab_rows());
-                (Network::Qwen3(net), d, r)
-            }
-        };
+        let (network, dim, rows) = network(family, &config_path, &config_text, &weights)?;
         let max_tokens = match &network {
             Network::Bert(b) => settings.max_tokens.min(b.max_positions()),
             Network::Qwen3(_) => settings.max_tokens,

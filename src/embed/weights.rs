@@ -28,15 +28,20 @@ impl Weights {
                 reason: e.to_string(),
             },
         })?;
+        Self::from_bytes(path, &bytes, device)
+    }
+
+    /// [`Weights::read`] of the file's bytes; `path` names it in errors.
+    pub fn from_bytes(path: &Path, bytes: &[u8], device: &Device) -> Result<Self, EmbedError> {
         let bad = |e: String| EmbedError::BadFile {
             path: path.into(),
             reason: format!(
                 "not a valid safetensors file ({e}); it may be truncated: fetch it again"
             ),
         };
-        safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
-        let tensors = candle_core::safetensors::load_buffer(&bytes, device)
-            .map_err(|e| bad(e.to_string()))?;
+        safetensors::SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+        let tensors =
+            candle_core::safetensors::load_buffer(bytes, device).map_err(|e| bad(e.to_string()))?;
         Ok(Self {
             path: path.into(),
             tensors,

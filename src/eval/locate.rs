@@ -42,7 +42,16 @@ pub fn locate_by_namespace(
 ) -> Result<BodySpan, EvalError> {
     let project = source_root.join(&task.project_path);
     let repo = open(&project)?;
-    let id = resolve_target(&repo, &task.namespace)
+    locate_in_repository(task, &repo, file_text)
+}
+
+/// [`locate_by_namespace`] in the already indexed project `repo`.
+pub fn locate_in_repository(
+    task: &FunctionTask,
+    repo: &Repository,
+    file_text: &str,
+) -> Result<BodySpan, EvalError> {
+    let id = resolve_target(repo, &task.namespace)
         .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
     let f = repo.function(id);
     if f.path != task.file_in_project() {

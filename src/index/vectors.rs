@@ -176,37 +176,55 @@ impl VectorIndex {
         if !side_path.exists() && !mat_path.exists() {
             return Ok(None);
         }
-        let corrupt = |path: &Path, reason: String| IndexError::Corrupt {
-            path: path.into(),
-            reason,
-        };
         let read = |p: &Path| {
             std::fs::read(p).map_err(|source| IndexError::Io {
                 path: p.into(),
                 source,
             })
         };
-        let side: Sidecar = serde_json::from_slice(&read(&side_path)?)
-            .map_err(|e| corrupt(&side_path, format!("unreadable sidecar: {e}")))?;
+        let side = read(&side_path)?;
+        let matrix = read(&mat_path)?;
+        Self::from_bytes(
+            (side_path.as_path(), &side[..]),
+            (mat_path.as_path(), &matrix[..]),
+            model_id,
+            dim,
+        )
+        .map(Some)
+    }
+
+    /// The index from the bytes of its two files, `(path, bytes)` of the sidecar and of the
+    /// matrix, checked as [`VectorIndex::load`] checks them.
+    pub fn from_bytes(
+        (side_path, side): (&Path, &[u8]),
+        (mat_path, bytes): (&Path, &[u8]),
+        model_id: &str,
+        dim: usize,
+    ) -> Result<Self, IndexError> {
+        let corrupt = |path: &Path, reason: String| IndexError::Corrupt {
+            path: path.into(),
+            reason,
+        };
+        let side: Sidecar = serde_json::from_slice(side)
+            .map_err(|e| corrupt(side_path, format!("unreadable sidecar: {e}")))?;
         if side.format != FORMAT || side.model_id != model_id || side.dim != dim {
             return Err(corrupt(
-                &side_path,
+                side_path,
                 format!(
                     "written for format {} / model {} / {} dimensions, expected {FORMAT} / {model_id} / {dim}",
                     side.format, side.model_id, side.dim
                 ),
             ));
         }
-        let bytes = read(&mat_path)?;
-        let st = safetensors::SafeTensors::deserialize(&bytes)
-            .map_err(|e| corrupt(&mat_path, format!("not a valid safetensors file: {e}")))?;
+        let st = safetensors::SafeTensors::deserialize(bytes)
+            .map_err(|e| corrupt(mat_path, format!("not a valid safetensors file: {e}")))?;
         let view = st
             .tensor(TENSOR)
-            .map_err(|e| corrupt(&mat_path, format!("no `{TENSOR}` tensor: {e}")))?;
+            .map_err(|e| corrupt(mat_path, format!("no `{TENSOR}` tensor: {e}")))?;
         let n = side.rows.len();
         if view.dtype() != safetensors::Dtype::F32 || view.shape() != [n, dim] {
             return Err(corrupt(
-                &mat_path,
+                mat_path,
                 format!(
                     "`{TENSOR}` is {:?} {:?}, the sidecar lists {n} rows of {dim}",
                     view.dtype(),
@@ -216,7 +234,7 @@ impl VectorIndex {
         }
         if hex::encode(Sha256::digest(view.data())) != side.matrix_sha256 {
             return Err(corrupt(
-                &mat_path,
+                mat_path,
                 "does not match its sidecar (checksum)".into(),
             ));
         }
@@ -226,14 +244,14 @@ impl VectorIndex {
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         if matrix.iter().any(|x| !x.is_finite()) {
-            return Err(corrupt(&mat_path, "holds non-finite values".into()));
+            return Err(corrupt(mat_path, "holds non-finite values".into()));
         }
-        Ok(Some(Self {
+        Ok(Self {
             model_id: model_id.into(),
             dim,
             rows: side.rows,
             matrix,
-        }))
+        })
     }
 
     /// Write both files atomically (matrix first; the sidecar's checksum binds them).

@@ -1,6 +1,7 @@
 //! Model resolution (alias, local path, hf-hub cache) and the checks made before loading:
 //! a GGUF must be complete, a tokenizer must fit the model.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use candle_core::quantized::gguf_file;
@@ -155,11 +156,11 @@ pub fn resolve(name: &str) -> Result<ModelFiles, LlmError> {
 }
 
 /// Reads a GGUF header and checks that the file holds every tensor it lists.
-pub(crate) fn read_gguf(
+pub fn read_gguf<R: Read + Seek>(
     path: &Path,
-    file: &mut std::fs::File,
+    reader: &mut R,
 ) -> Result<gguf_file::Content, LlmError> {
-    let content = gguf_file::Content::read(file).map_err(|e| LlmError::Load {
+    let content = gguf_file::Content::read(reader).map_err(|e| LlmError::Load {
         path: path.to_path_buf(),
         reason: format!("not a readable GGUF file ({e})"),
     })?;
@@ -173,7 +174,7 @@ pub(crate) fn read_gguf(
         .max()
         .unwrap_or(0)
         + content.tensor_data_offset;
-    let actual = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let actual = reader.seek(SeekFrom::End(0)).unwrap_or(0);
     if actual < expected {
         return Err(LlmError::Truncated {
             path: path.to_path_buf(),
@@ -182,6 +183,24 @@ pub(crate) fn read_gguf(
         });
     }
     Ok(content)
+}
+
+/// Reads `tokenizer.json`: the one way every tokenizer (the generator's and the embedders') is
+/// loaded.
+pub fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, LlmError> {
+    let bytes = std::fs::read(path).map_err(|e| LlmError::Load {
+        path: path.to_path_buf(),
+        reason: format!("cannot read the tokenizer ({e})"),
+    })?;
+    tokenizer_from_bytes(path, &bytes)
+}
+
+/// [`read_tokenizer`] of the file's bytes; `path` names it in errors.
+pub fn tokenizer_from_bytes(path: &Path, bytes: &[u8]) -> Result<tokenizers::Tokenizer, LlmError> {
+    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| LlmError::Load {
+        path: path.to_path_buf(),
+        reason: format!("not a tokenizer.json ({e})"),
+    })
 }
 
 /// Loads a tokenizer and checks it belongs to a Qwen model of `vocab_size` tokens.
@@ -195,10 +214,7 @@ pub(crate) fn load_tokenizer(
             reason: "tokenizer.json is missing; put the model's tokenizer.json beside it".into(),
         });
     }
-    let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| LlmError::Load {
-        path: path.to_path_buf(),
-        reason: format!("not a tokenizer.json ({e})"),
-    })?;
+    let tok = read_tokenizer(path)?;
     let mismatch = |reason: String| LlmError::TokenizerMismatch {
         path: path.to_path_buf(),
         reason,

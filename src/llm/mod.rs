@@ -26,7 +26,7 @@ mod token_bytes;
 pub use chat::{chatml, fim_prompt, Message, Role};
 pub use constraint::{Constraint, IdentPattern, Matcher};
 pub use engine::{CandleLlm, LlmOptions};
-pub use load::{resolve, ModelFiles};
+pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
 pub use token_bytes::TokenBytes;
 
 use std::path::PathBuf;

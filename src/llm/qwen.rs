@@ -368,8 +368,34 @@ impl QwenModel {
         device: &Device,
     ) -> Result<Self, LlmError> {
         let text = std::fs::read_to_string(config_path).map_err(|e| gguf_err(config_path, e))?;
+        // SAFETY: candle maps the files read-only and the mapping lives as long as the tensors;
+        // model files are not modified while loaded (we never write them once fetched).
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, device) }
+            .map_err(|e| gguf_err(config_path, e))?;
+        Self::from_var_builder(config_path, &text, &vb, device)
+    }
+
+    /// As [`QwenModel::from_safetensors`], from `config.json`'s text and one safetensors
+    /// file's bytes (`config_path` names the model in errors).
+    pub fn from_safetensors_bytes(
+        config_path: &Path,
+        config: &str,
+        weights: &[u8],
+        device: &Device,
+    ) -> Result<Self, LlmError> {
+        let vb = VarBuilder::from_slice_safetensors(weights, DType::F32, device)
+            .map_err(|e| gguf_err(config_path, e))?;
+        Self::from_var_builder(config_path, config, &vb, device)
+    }
+
+    fn from_var_builder(
+        config_path: &Path,
+        text: &str,
+        vb: &VarBuilder,
+        device: &Device,
+    ) -> Result<Self, LlmError> {
         let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| gguf_err(config_path, e))?;
+            serde_json::from_str(text).map_err(|e| gguf_err(config_path, e))?;
         let model_type = json["model_type"]
             .as_str()
             .unwrap_or("(missing model_type)");
@@ -415,10 +441,6 @@ impl QwenModel {
         let (q_dim, kv_dim) = (num_heads * head_dim, config.num_kv_heads * head_dim);
         let tied = json["tie_word_embeddings"].as_bool().unwrap_or(false);
         let e = |err: candle_core::Error| gguf_err(config_path, err);
-        // SAFETY: candle maps the files read-only and the mapping lives as long as the tensors;
-        // model files are not modified while loaded (we never write them once fetched).
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(weights, DType::F32, device) }
-            .map_err(e)?;
         // Every tensor is checked against the config as it is read.
         let get = |name: &str, want: &[usize]| -> Result<Tensor, LlmError> {
             let t = vb.get_unchecked(name).map_err(e)?;

@@ -78,15 +78,20 @@ impl SymbolCache {
     /// Loads `dir/symbols.json`. A missing file is an empty cache; a corrupt or outdated one is an
     /// empty cache plus a diagnostic saying it will be rebuilt.
     pub fn load(dir: &Path) -> (Self, Option<Diagnostic>) {
-        let mut cache = Self::empty(dir);
-        let bytes = match std::fs::read(&cache.file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (cache, None),
+        let cache = Self::empty(dir);
+        match std::fs::read(&cache.file) {
+            Ok(bytes) => Self::from_bytes(dir, &bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (cache, None),
             Err(e) => {
                 let d = cache.diag(format!("cannot read the symbol cache ({e}); rebuilding it"));
-                return (cache, Some(d));
+                (cache, Some(d))
             }
-        };
+        }
+    }
+
+    /// The cache of `dir` from the bytes of its file, as [`SymbolCache::load`] reads them.
+    pub fn from_bytes(dir: &Path, bytes: &[u8]) -> (Self, Option<Diagnostic>) {
+        let mut cache = Self::empty(dir);
         let (head, body) = match bytes.iter().position(|&b| b == b'\n') {
             Some(i) => (&bytes[..i], &bytes[i + 1..]),
             None => (&bytes[..], &[][..]),

@@ -163,6 +163,73 @@ impl Repository {
         Ok(repo)
     }
 
+    /// A repository of in-memory `(path, text)` files, parsed as [`Repository::open`] parses
+    /// walked ones but without the file system or the symbol cache (the fuzz targets use it:
+    /// no disk traffic per input). Files no front end parses are listed without text.
+    pub fn from_sources(files: &[(&str, &str)]) -> Repository {
+        let mut cache = SymbolCache::empty(Path::new(".repohop"));
+        Self::from_sources_cached(files, &mut cache)
+    }
+
+    /// As [`Repository::from_sources`], taking each file's symbols from `cache` where it has a
+    /// usable entry (checked as [`Repository::open`] checks it; a corrupt one is a
+    /// diagnostic and the file is parsed).
+    pub fn from_sources_cached(files: &[(&str, &str)], cache: &mut SymbolCache) -> Repository {
+        let packages = walk::package_dirs(
+            files
+                .iter()
+                .map(|(p, _)| *p)
+                .filter(|p| lang::for_path(p).is_some_and(|fe| fe.lang() == Lang::Python)),
+        );
+        let mut kept = Vec::with_capacity(files.len());
+        let mut diagnostics = Vec::new();
+        for (path, text) in files {
+            let Some(fe) = lang::for_path(path) else {
+                kept.push(SourceFile {
+                    path: path.to_string(),
+                    size: text.len() as u64,
+                    lang: None,
+                    hash: None,
+                    text: None,
+                    symbols: None,
+                });
+                continue;
+            };
+            let module = match fe.lang() {
+                Lang::Python => walk::python_module(path, &packages),
+                Lang::Java => String::new(),
+            };
+            let hash = content_hash(text.as_bytes());
+            let symbols = match cache.lookup(path, &hash, &module, text) {
+                Lookup::Hit => cache.take(path),
+                Lookup::Miss => None,
+                Lookup::Corrupt(why) => {
+                    diagnostics.push(Diagnostic::new(*path, DiagnosticKind::Cache, why));
+                    None
+                }
+            }
+            .unwrap_or_else(|| fe.parse(path, &module, text));
+            kept.push(SourceFile {
+                path: path.to_string(),
+                size: text.len() as u64,
+                lang: Some(fe.lang()),
+                hash: Some(hash),
+                text: Some(text.to_string()),
+                symbols: Some(symbols),
+            });
+        }
+        let mut repo = Repository::from_files(
+            PathBuf::from("."),
+            PathBuf::from(".repohop"),
+            kept,
+            diagnostics,
+        );
+        repo.stats.files = repo.files.len();
+        repo.stats.functions = repo.fns.len();
+        repo.stats.classes = repo.classes.len();
+        repo
+    }
+
     /// The repository of the kept `files`: its definitions numbered and its symbol table built.
     fn from_files(
         root: PathBuf,
