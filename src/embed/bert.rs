@@ -132,18 +132,40 @@ impl Bert {
             config["model_type"].as_str(),
             Some("roberta" | "xlm-roberta" | "camembert")
         );
-        let pad = config["pad_token_id"].as_u64().unwrap_or(0) as u32;
+        let pad = config["pad_token_id"].as_u64().unwrap_or(0);
         let (first_position, pad_position) = if roberta_style {
-            (pad + 1, pad)
+            // Real tokens are numbered from padding_idx + 1: that position must be in the table.
+            let first = u32::try_from(pad).ok().and_then(|p| p.checked_add(1));
+            match first {
+                Some(first) if (first as usize) < n_pos => (first, first - 1),
+                _ => {
+                    return Err(EmbedError::BadFile {
+                        path: config_path.into(),
+                        reason: format!(
+                            "pad_token_id {pad}: positions start at pad_token_id + 1, past \
+                             max_position_embeddings {n_pos}"
+                        ),
+                    })
+                }
+            }
         } else {
             (0, 0)
         };
-        let max_positions = n_pos.saturating_sub(first_position as usize);
+        let max_positions = n_pos - first_position as usize;
         let err = |e: candle_core::Error| EmbedError::BadFile {
             path: w.path().into(),
             reason: e.to_string(),
         };
-        let mut layers = Vec::with_capacity(n_layers);
+        // The embeddings first: their shapes bound the sizes config.json gives.
+        let word = w.get("embeddings.word_embeddings.weight", &[vocab, hidden])?;
+        let position = w.get("embeddings.position_embeddings.weight", &[n_pos, hidden])?;
+        let token_type = w
+            .get("embeddings.token_type_embeddings.weight", &[types, hidden])?
+            .get(0)
+            .map_err(err)?;
+        let emb_norm = Norm::load(w, "embeddings.LayerNorm", hidden)?;
+        // Not preallocated: the count comes from config.json, the layers may not exist.
+        let mut layers = Vec::new();
         for i in 0..n_layers {
             let p = format!("encoder.layer.{i}");
             let qkv = Linear::fuse(
@@ -176,15 +198,11 @@ impl Bert {
                 out_norm: Norm::load(w, &format!("{p}.output.LayerNorm"), hidden)?,
             });
         }
-        let token_type = w
-            .get("embeddings.token_type_embeddings.weight", &[types, hidden])?
-            .get(0)
-            .map_err(err)?;
         Ok(Self {
-            word: w.get("embeddings.word_embeddings.weight", &[vocab, hidden])?,
-            position: w.get("embeddings.position_embeddings.weight", &[n_pos, hidden])?,
+            word,
+            position,
             token_type,
-            emb_norm: Norm::load(w, "embeddings.LayerNorm", hidden)?,
+            emb_norm,
             layers,
             heads,
             hidden,

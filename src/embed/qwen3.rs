@@ -84,6 +84,9 @@ impl Qwen3 {
             )));
         }
         let eps = eps as f32;
+        let q_dim = heads
+            .checked_mul(head_dim)
+            .ok_or_else(|| bad(format!("{heads} heads of {head_dim} dimensions overflow")))?;
         // transformers ≥ 5 moved rope_theta into rope_parameters.
         let theta = c["rope_theta"]
             .as_f64()
@@ -99,20 +102,21 @@ impl Qwen3 {
                 "attention_bias = true is not supported for qwen3".into()
             ));
         }
-        let inv_freq = (0..head_dim / 2)
-            .map(|i| (1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)) as f32)
-            .collect();
         let err = |e: candle_core::Error| EmbedError::BadFile {
             path: w.path().into(),
             reason: e.to_string(),
         };
-        let mut layers = Vec::with_capacity(n_layers);
+        // The embeddings first: their shape bounds the sizes config.json gives.
+        let embed = w.get("embed_tokens.weight", &[vocab, hidden])?;
+        let norm = w.get("norm.weight", &[hidden])?;
+        // Not preallocated: the count comes from config.json, the layers may not exist.
+        let mut layers = Vec::new();
         for i in 0..n_layers {
             let p = format!("layers.{i}");
             let lin = |n: &str, inp, out| Linear::load(w, &format!("{p}.{n}"), inp, out, false);
             let qkv = Linear::fuse(
                 vec![
-                    lin("self_attn.q_proj", hidden, heads * head_dim)?,
+                    lin("self_attn.q_proj", hidden, q_dim)?,
                     lin("self_attn.k_proj", hidden, kv_heads * head_dim)?,
                     lin("self_attn.v_proj", hidden, kv_heads * head_dim)?,
                 ],
@@ -130,7 +134,7 @@ impl Qwen3 {
                 qkv: qkv.prepared().map_err(err)?,
                 q_norm: w.get(&format!("{p}.self_attn.q_norm.weight"), &[head_dim])?,
                 k_norm: w.get(&format!("{p}.self_attn.k_norm.weight"), &[head_dim])?,
-                o: lin("self_attn.o_proj", heads * head_dim, hidden)?
+                o: lin("self_attn.o_proj", q_dim, hidden)?
                     .prepared()
                     .map_err(err)?,
                 post_norm: w.get(&format!("{p}.post_attention_layernorm.weight"), &[hidden])?,
@@ -140,10 +144,14 @@ impl Qwen3 {
                     .map_err(err)?,
             });
         }
+        // After the layers: their q/k norms (head_dim wide) vouch for head_dim.
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| (1.0 / theta.powf(2.0 * i as f64 / head_dim as f64)) as f32)
+            .collect();
         Ok(Self {
-            embed: w.get("embed_tokens.weight", &[vocab, hidden])?,
+            embed,
             layers,
-            norm: w.get("norm.weight", &[hidden])?,
+            norm,
             heads,
             kv_heads,
             head_dim,

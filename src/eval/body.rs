@@ -121,11 +121,13 @@ pub fn reindent(code: &str, indent: usize) -> String {
     out
 }
 
-/// The longest whitespace prefix shared by all non-blank lines (tabs and spaces distinct).
+/// The longest prefix of spaces and tabs shared by all non-blank lines (tabs and spaces
+/// distinct), as `textwrap.dedent` counts it: other whitespace is text. (Being ASCII, the
+/// margin can be cut at any byte.)
 fn common_margin(code: &str) -> &str {
     let mut margin: Option<&str> = None;
     for l in code.lines().filter(|l| !l.trim().is_empty()) {
-        let ws = &l[..l.len() - l.trim_start().len()];
+        let ws = &l[..l.len() - l.trim_start_matches([' ', '\t']).len()];
         margin = Some(match margin {
             None => ws,
             Some(m) => {

@@ -274,6 +274,10 @@ fn join_rel(repo: &str, file: &str) -> String {
     )
 }
 
+/// The deepest body indentation a task may ask for: the splice writes that many spaces per
+/// line, and no real file nests that deep.
+const MAX_INDENT: usize = 1024;
+
 fn check_function(t: &FunctionTask) -> Result<(), String> {
     if t.namespace.is_empty() {
         return Err("empty namespace".into());
@@ -310,6 +314,12 @@ fn check_function(t: &FunctionTask) -> Result<(), String> {
                 ));
             }
         }
+    }
+    if let Some(indent) = t.indent.filter(|&i| i > MAX_INDENT) {
+        return Err(format!(
+            "task {}: indent {indent} is over {MAX_INDENT} spaces",
+            t.namespace
+        ));
     }
     if t.body_position.is_some() != t.signature_position.is_some() {
         return Err(format!(

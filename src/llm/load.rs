@@ -155,26 +155,59 @@ pub fn resolve(name: &str) -> Result<ModelFiles, LlmError> {
     ))
 }
 
-/// Reads a GGUF header and checks that the file holds every tensor it lists.
+/// Reads a GGUF header and checks every tensor it lists before anything reads one: its size
+/// computes without overflow, it has elements (candle reads an empty tensor through a dangling
+/// pointer), it fills whole quantization blocks, and the file holds it.
 pub fn read_gguf<R: Read + Seek>(
     path: &Path,
     reader: &mut R,
 ) -> Result<gguf_file::Content, LlmError> {
-    let content = gguf_file::Content::read(reader).map_err(|e| LlmError::Load {
+    let bad = |reason: String| LlmError::Load {
         path: path.to_path_buf(),
-        reason: format!("not a readable GGUF file ({e})"),
-    })?;
-    let expected = content
-        .tensor_infos
-        .values()
-        .map(|t| {
-            let dt = t.ggml_dtype;
-            t.offset + (t.shape.elem_count() / dt.block_size() * dt.type_size()) as u64
-        })
-        .max()
-        .unwrap_or(0)
-        + content.tensor_data_offset;
-    let actual = reader.seek(SeekFrom::End(0)).unwrap_or(0);
+        reason,
+    };
+    let io = |e: std::io::Error| bad(format!("cannot read the file ({e})"));
+    let actual = reader.seek(SeekFrom::End(0)).map_err(io)?;
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
+    check_gguf_alignment(reader, actual).map_err(&bad)?;
+    reader.seek(SeekFrom::Start(0)).map_err(io)?;
+    let content = gguf_file::Content::read(reader)
+        .map_err(|e| bad(format!("not a readable GGUF file ({e})")))?;
+    let mut expected = content.tensor_data_offset;
+    for (name, t) in &content.tensor_infos {
+        let dims = t.shape.dims();
+        let elems = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| {
+                bad(format!(
+                    "tensor {name} has shape {dims:?}: too many elements"
+                ))
+            })?;
+        if elems == 0 {
+            return Err(bad(format!(
+                "tensor {name} has shape {dims:?}: no elements"
+            )));
+        }
+        let (block, block_bytes) = (t.ggml_dtype.block_size(), t.ggml_dtype.type_size());
+        if !elems.is_multiple_of(block) {
+            return Err(bad(format!(
+                "tensor {name} has {elems} elements, not whole blocks of {block} ({:?})",
+                t.ggml_dtype
+            )));
+        }
+        let end = ((elems / block) as u64)
+            .checked_mul(block_bytes as u64)
+            .and_then(|bytes| bytes.checked_add(t.offset))
+            .and_then(|end| end.checked_add(content.tensor_data_offset))
+            .ok_or_else(|| {
+                bad(format!(
+                    "tensor {name} (offset {}, shape {dims:?}) ends past any file size",
+                    t.offset
+                ))
+            })?;
+        expected = expected.max(end);
+    }
     if actual < expected {
         return Err(LlmError::Truncated {
             path: path.to_path_buf(),
@@ -183,6 +216,125 @@ pub fn read_gguf<R: Read + Seek>(
         });
     }
     Ok(content)
+}
+
+/// Refuses a GGUF whose `general.alignment` is 0: candle divides by it while reading the
+/// header. Walks the metadata as candle does, skipping values by seeking (nothing is allocated
+/// from a length in the file); anything malformed is left for candle's reader to report.
+fn check_gguf_alignment<R: Read + Seek>(r: &mut R, file_len: u64) -> Result<(), String> {
+    const KEY: &[u8] = b"general.alignment";
+    let Ok(Some(zero)) = find_zero_alignment(r, file_len, KEY) else {
+        return Ok(());
+    };
+    Err(format!(
+        "general.alignment is {zero}: tensor data cannot be aligned to it"
+    ))
+}
+
+fn read_le<R: Read, const N: usize>(r: &mut R) -> std::io::Result<[u8; N]> {
+    let mut b = [0u8; N];
+    r.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// `Ok(Some(0))` when the metadata sets `key` to an integer 0 of a type candle reads as the
+/// alignment; `Ok(None)` otherwise; `Err` on a malformed header.
+fn find_zero_alignment<R: Read + Seek>(
+    r: &mut R,
+    file_len: u64,
+    key: &[u8],
+) -> std::io::Result<Option<u64>> {
+    let malformed = || std::io::Error::from(std::io::ErrorKind::InvalidData);
+    let magic = u32::from_le_bytes(read_le(r)?);
+    let version = u32::from_le_bytes(read_le(r)?);
+    if !matches!(magic, 0x4655_4747 | 0x4747_5546) || !(1..=3).contains(&version) {
+        return Err(malformed());
+    }
+    let wide = version > 1;
+    let _tensors = read_len(r, wide)?;
+    let kvs = read_len(r, wide)?;
+    for _ in 0..kvs {
+        let n = read_len(r, wide)?;
+        let is_key = if n == key.len() as u64 {
+            let mut name = vec![0u8; key.len()];
+            r.read_exact(&mut name)?;
+            name == key
+        } else {
+            skip(r, n, file_len)?;
+            false
+        };
+        let ty = u32::from_le_bytes(read_le(r)?);
+        if is_key {
+            // The integer types candle takes the alignment from (see `Content::read`).
+            let value = match ty {
+                0 | 1 => u64::from(read_le::<R, 1>(r)?[0]),
+                2 | 3 => u64::from(u16::from_le_bytes(read_le(r)?)),
+                4 | 5 => u64::from(u32::from_le_bytes(read_le(r)?)),
+                _ => 1,
+            };
+            return Ok((value == 0).then_some(0));
+        }
+        skip_value(r, ty, wide, file_len, 0)?;
+    }
+    Ok(None)
+}
+
+/// A GGUF length: 32 bits in version 1, 64 after.
+fn read_len<R: Read>(r: &mut R, wide: bool) -> std::io::Result<u64> {
+    if wide {
+        Ok(u64::from_le_bytes(read_le(r)?))
+    } else {
+        Ok(u64::from(u32::from_le_bytes(read_le(r)?)))
+    }
+}
+
+/// Seeks past `n` bytes, refusing to go beyond the end of the file.
+fn skip<R: Seek>(r: &mut R, n: u64, file_len: u64) -> std::io::Result<()> {
+    let at = r.stream_position()?;
+    match at.checked_add(n) {
+        Some(end) if end <= file_len => r.seek(SeekFrom::Start(end)).map(|_| ()),
+        _ => Err(std::io::ErrorKind::UnexpectedEof.into()),
+    }
+}
+
+fn skip_value<R: Read + Seek>(
+    r: &mut R,
+    ty: u32,
+    wide: bool,
+    file_len: u64,
+    depth: usize,
+) -> std::io::Result<()> {
+    let fixed = |ty: u32| match ty {
+        0 | 1 | 7 => Some(1u64),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
+    };
+    if let Some(size) = fixed(ty) {
+        return skip(r, size, file_len);
+    }
+    match ty {
+        8 => {
+            let n = read_len(r, wide)?;
+            skip(r, n, file_len)
+        }
+        9 if depth < 64 => {
+            let item = u32::from_le_bytes(read_le(r)?);
+            let count = read_len(r, wide)?;
+            if let Some(size) = fixed(item) {
+                let bytes = count
+                    .checked_mul(size)
+                    .ok_or(std::io::ErrorKind::InvalidData)?;
+                return skip(r, bytes, file_len);
+            }
+            for _ in 0..count {
+                skip_value(r, item, wide, file_len, depth + 1)?;
+            }
+            Ok(())
+        }
+        _ => Err(std::io::ErrorKind::InvalidData.into()),
+    }
 }
 
 /// Reads `tokenizer.json`: the one way every tokenizer (the generator's and the embedders') is
@@ -195,12 +347,83 @@ pub fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, LlmError> {
     tokenizer_from_bytes(path, &bytes)
 }
 
-/// [`read_tokenizer`] of the file's bytes; `path` names it in errors.
+/// [`read_tokenizer`] of the file's bytes; `path` names it in errors. Besides what the
+/// tokenizers crate checks, refuses the parts it accepts and then panics on when encoding or
+/// decoding (see [`check_tokenizer_json`]).
 pub fn tokenizer_from_bytes(path: &Path, bytes: &[u8]) -> Result<tokenizers::Tokenizer, LlmError> {
-    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| LlmError::Load {
+    let bad = |reason: String| LlmError::Load {
         path: path.to_path_buf(),
-        reason: format!("not a tokenizer.json ({e})"),
-    })
+        reason,
+    };
+    let json: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| bad(format!("not a tokenizer.json ({e})")))?;
+    check_tokenizer_json(&json).map_err(|e| bad(format!("unusable tokenizer.json: {e}")))?;
+    tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| bad(format!("not a tokenizer.json ({e})")))
+}
+
+/// What the tokenizers crate (0.22) loads but panics on later: a `Strip` decoder that strips
+/// characters from the end (it indexes before the start of a token shorter than `stop`), and
+/// a `TemplateProcessing` post-processor whose templates name special tokens it does not
+/// define, whose single-sequence template reads the pair's sequence, or whose special token
+/// has a different number of ids and tokens. Sequences of decoders and post-processors are
+/// checked member by member.
+fn check_tokenizer_json(json: &serde_json::Value) -> Result<(), String> {
+    check_decoder(&json["decoder"])?;
+    check_post_processor(&json["post_processor"])
+}
+
+fn check_decoder(d: &serde_json::Value) -> Result<(), String> {
+    match d["type"].as_str() {
+        Some("Sequence") => d["decoders"]
+            .as_array()
+            .map_or(Ok(()), |ds| ds.iter().try_for_each(check_decoder)),
+        Some("Strip") if d["stop"].as_u64().is_some_and(|n| n > 0) => Err(format!(
+            "its Strip decoder strips {} character(s) from the end of tokens, which the \
+             tokenizers library cannot do safely",
+            d["stop"]
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_post_processor(p: &serde_json::Value) -> Result<(), String> {
+    match p["type"].as_str() {
+        Some("Sequence") => p["processors"]
+            .as_array()
+            .map_or(Ok(()), |ps| ps.iter().try_for_each(check_post_processor)),
+        Some("TemplateProcessing") => {
+            let specials = p["special_tokens"].as_object();
+            for (id, t) in specials.into_iter().flatten() {
+                let (ids, tokens) = (t["ids"].as_array(), t["tokens"].as_array());
+                if ids.map(Vec::len) != tokens.map(Vec::len) {
+                    return Err(format!(
+                        "its template's special token {id:?} has a different number of ids \
+                         and tokens"
+                    ));
+                }
+            }
+            for (template, single) in [("single", true), ("pair", false)] {
+                for piece in p[template].as_array().into_iter().flatten() {
+                    if let Some(id) = piece["SpecialToken"]["id"].as_str() {
+                        if !specials.is_some_and(|s| s.contains_key(id)) {
+                            return Err(format!(
+                                "its {template} template uses the special token {id:?}, which \
+                                 it does not define"
+                            ));
+                        }
+                    }
+                    if single && piece["Sequence"]["id"].as_str() == Some("B") {
+                        return Err(
+                            "its single-sequence template reads the second sequence of a pair"
+                                .into(),
+                        );
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Loads a tokenizer and checks it belongs to a Qwen model of `vocab_size` tokens.

@@ -181,12 +181,21 @@ pub struct QwenModel {
     device: Device,
 }
 
-fn rope_tables(cfg: &QwenConfig, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+/// Positions the rotary tables are first made for; they grow as the KV cache does.
+const ROPE_INITIAL: usize = 256;
+
+/// cos and sin of the rotary angles of positions `0..n`, `(n, head_dim / 2)` each. Made for the
+/// positions in use, not the whole context window: a configuration may declare a window far
+/// larger than memory.
+fn rope_tables(
+    cfg: &QwenConfig,
+    n: usize,
+    device: &Device,
+) -> candle_core::Result<(Tensor, Tensor)> {
     let half = cfg.head_dim / 2;
     let inv: Vec<f32> = (0..half)
         .map(|i| 1.0 / cfg.rope_theta.powf(2.0 * i as f64 / cfg.head_dim as f64) as f32)
         .collect();
-    let n = cfg.context_length;
     let mut angles = Vec::with_capacity(n * half);
     for p in 0..n {
         angles.extend(inv.iter().map(|f| p as f32 * f));
@@ -275,11 +284,12 @@ impl QwenModel {
         let (q_dim, kv_dim) = (num_heads * head_dim, config.num_kv_heads * head_dim);
 
         let e = |err: candle_core::Error| gguf_err(path, err);
-        // Every tensor is checked against the config as it is read.
+        // Every tensor's shape is checked against the config before its data is read.
         let mut get = |name: &str, want: &[usize]| -> Result<QTensor, LlmError> {
-            let t = content.tensor(reader, name, device).map_err(e)?;
-            check_shape(path, name, t.shape().dims(), want)?;
-            Ok(t)
+            if let Some(info) = content.tensor_infos.get(name) {
+                check_shape(path, name, info.shape.dims(), want)?;
+            }
+            content.tensor(reader, name, device).map_err(e)
         };
         let has = |name: &str| content.tensor_infos.contains_key(name);
         let deq = |t: QTensor| t.dequantize(device);
@@ -501,7 +511,7 @@ impl QwenModel {
         lm_head: Weight,
         device: &Device,
     ) -> candle_core::Result<Self> {
-        let (cos, sin) = rope_tables(&config, device)?;
+        let (cos, sin) = rope_tables(&config, config.context_length.min(ROPE_INITIAL), device)?;
         Ok(Self {
             config,
             embed,
@@ -593,6 +603,7 @@ impl QwenModel {
                 self.config.context_length
             );
         }
+        self.grow_rope(pos + n)?;
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self
             .embed
@@ -629,6 +640,17 @@ impl QwenModel {
             x = (x + layer.down.forward(&(g * u)?)?)?;
         }
         self.finish(x, n, all_logits)
+    }
+
+    /// Makes the rotary tables cover positions `0..total` (doubling, up to the context window).
+    fn grow_rope(&mut self, total: usize) -> candle_core::Result<()> {
+        let have = self.cos.dim(0)?;
+        if total <= have {
+            return Ok(());
+        }
+        let n = total.max(have * 2).min(self.config.context_length);
+        (self.cos, self.sin) = rope_tables(&self.config, n, &self.device)?;
+        Ok(())
     }
 
     /// Final norm and logits after the layers have run `n` new positions.

@@ -207,11 +207,13 @@ fn close_candidates(repo: &Repository, spec: &str) -> Vec<FnId> {
         .map(|id| {
             let f = repo.function(id);
             let same = if f.name == wanted { 0 } else { 1000 };
-            let tail_len = dotted.len().min(f.qualname.len());
-            let q_tail = &f.qualname[f.qualname.len() - tail_len..];
-            let d_tail = &dotted[dotted.len() - tail_len..];
+            // Tails of equal byte length, compared as bytes: a cut may fall inside a
+            // multi-byte character, so they are never sliced as `str`.
+            let (q, d) = (f.qualname.as_bytes(), dotted.as_bytes());
+            let tail_len = d.len().min(q.len());
+            let (q_tail, d_tail) = (&q[q.len() - tail_len..], &d[d.len() - tail_len..]);
             (
-                same + edit_distance(q_tail, d_tail) + edit_distance(&f.name, wanted),
+                same + byte_distance(q_tail, d_tail) + edit_distance(&f.name, wanted),
                 id,
             )
         })
@@ -222,7 +224,10 @@ fn close_candidates(repo: &Repository, spec: &str) -> Vec<FnId> {
 
 /// Levenshtein distance over bytes (names are ASCII in practice; close enough otherwise).
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    byte_distance(a.as_bytes(), b.as_bytes())
+}
+
+fn byte_distance(a: &[u8], b: &[u8]) -> usize {
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     let mut cur = vec![0; b.len() + 1];
     for i in 1..=a.len() {
