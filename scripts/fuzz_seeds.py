@@ -6,9 +6,11 @@ tests/fixtures/fuzz/<target>/ (replayed by tests/fuzz_regressions.rs, and a corp
     python3 scripts/fuzz_seeds.py
 
 `seed-*` files are valid inputs that reach deep into each target; `crash-*` files are inputs
-that crashed a target before its fix (the fuzzer's finds, minimised and rebuilt here so they
-stay small and readable). Inputs of two parts start with the first part's length as a
-little-endian u16 (`repohop::fuzzing::split`).
+that crashed a target before its fix, each rebuilt here from what fuzzing found so that it
+stays small and says what it exercises. (A crash input saved by the fuzzer itself would be
+copied into the folder as is.) Inputs of two parts start with the first part's length as a
+little-endian u16 (`repohop::fuzzing::split`); `"*"` in a symbol cache stands for this
+version and for the source's hash (see `repohop::fuzzing::symbol_cache`).
 """
 
 import json
@@ -518,7 +520,6 @@ def cached_symbols(text):
 
 
 def cache_seeds():
-    # `"*"` stands for this version and for the source's hash (see repohop::fuzzing).
     t = "symbol_cache"
     header = json.dumps({"format": "repohop-symbols", "version": 1, "repohop": "*"})
     entry = {"hash": "*", "module": "pkg.mod", "symbols": cached_symbols(CACHED)}

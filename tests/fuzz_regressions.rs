@@ -104,7 +104,7 @@ fn gguf_crash_inputs_are_load_errors_or_load() {
         ("crash-zero-size-tensor.gguf", "no elements"),
         ("crash-zero-alignment.gguf", "general.alignment is 0"),
     ] {
-        let e = read(name).err().expect(name).to_string();
+        let e = read(name).expect_err(name).to_string();
         assert!(e.contains(want), "{name}: {e}");
     }
     // A context window of 2^32 - 1 positions loads and runs: the rotary tables cover the
@@ -134,8 +134,7 @@ fn safetensors_crash_inputs_are_load_errors_or_load() {
         let (config, weights) = fuzzing::split(&data);
         let config = std::str::from_utf8(config).expect("UTF-8 config");
         let e = repohop::embed::network_from_bytes(config, weights, &[0, 1], &device)
-            .err()
-            .expect(name)
+            .expect_err(name)
             .to_string();
         assert!(e.contains(want), "{name}: {e}");
     }
@@ -169,8 +168,7 @@ fn tokenizer_crash_inputs_are_refused_with_the_reason() {
         ),
     ] {
         let e = repohop::llm::tokenizer_from_bytes(Path::new(name), &input("tokenizer_json", name))
-            .err()
-            .expect(name)
+            .expect_err(name)
             .to_string();
         assert!(e.contains(want), "{name}: {e}");
     }

@@ -94,7 +94,7 @@ impl SymbolCache {
         let mut cache = Self::empty(dir);
         let (head, body) = match bytes.iter().position(|&b| b == b'\n') {
             Some(i) => (&bytes[..i], &bytes[i + 1..]),
-            None => (&bytes[..], &[][..]),
+            None => (bytes, &[][..]),
         };
         let header: Header = match serde_json::from_slice(head) {
             Ok(h) => h,
