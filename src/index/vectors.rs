@@ -123,6 +123,15 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     })
 }
 
+/// An error when the index folder is a symbolic link: a link planted below a cache folder would
+/// lead reads and writes anywhere.
+fn refuse_linked_dir(dir: &Path, verb: &str) -> Result<(), IndexError> {
+    crate::fsutil::refuse_link_to(dir, verb).map_err(|source| IndexError::Io {
+        path: dir.into(),
+        source,
+    })
+}
+
 impl VectorIndex {
     /// The two files of the index of `model_id` under `dir`: (matrix, sidecar).
     pub fn files(dir: &Path, model_id: &str) -> (PathBuf, PathBuf) {
@@ -181,11 +190,12 @@ impl VectorIndex {
             reason,
         };
         let read = |p: &Path| {
-            std::fs::read(p).map_err(|source| IndexError::Io {
+            crate::fsutil::read_no_follow(p).map_err(|source| IndexError::Io {
                 path: p.into(),
                 source,
             })
         };
+        refuse_linked_dir(dir, "read")?;
         let side: Sidecar = serde_json::from_slice(&read(&side_path)?)
             .map_err(|e| corrupt(&side_path, format!("unreadable sidecar: {e}")))?;
         if side.format != FORMAT || side.model_id != model_id || side.dim != dim {
@@ -238,6 +248,7 @@ impl VectorIndex {
 
     /// Write both files atomically (matrix first; the sidecar's checksum binds them).
     pub fn save(&self, dir: &Path) -> Result<(), IndexError> {
+        refuse_linked_dir(dir, "write")?;
         let (mat_path, side_path) = Self::files(dir, &self.model_id);
         let data = matrix_bytes(&self.matrix);
         let view = safetensors::tensor::TensorView::new(

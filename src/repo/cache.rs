@@ -79,7 +79,7 @@ impl SymbolCache {
     /// empty cache plus a diagnostic saying it will be rebuilt.
     pub fn load(dir: &Path) -> (Self, Option<Diagnostic>) {
         let mut cache = Self::empty(dir);
-        let bytes = match std::fs::read(&cache.file) {
+        let bytes = match crate::fsutil::read_no_follow(&cache.file) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (cache, None),
             Err(e) => {
