@@ -9,6 +9,7 @@ pub mod embed;
 pub mod eval;
 pub mod fsutil;
 pub mod generate;
+pub mod graph;
 pub mod index;
 pub mod llm;
 pub mod models;

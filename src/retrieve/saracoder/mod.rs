@@ -1,0 +1,7 @@
+//! SaraCoder (line completion): the ranking parts of its hierarchical feature optimisation over
+//! code-context-graph slices. Parameters the paper leaves open are arguments with documented
+//! defaults.
+
+pub mod rank;
+
+pub use rank::{dsed, jaccard, mmr, tokens, Dsed, GAMMA, LAMBDA};
