@@ -46,6 +46,7 @@ pub struct Statement {
     /// 1-based, inclusive.
     pub start_line: usize,
     pub end_line: usize,
+    /// Its source (a compound statement's header), indented as in the file.
     pub text: String,
     /// Names this statement may set: variables, `a.b` attribute chains, imported and defined
     /// names, parameters.

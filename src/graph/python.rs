@@ -47,6 +47,16 @@ pub(super) fn build(source: &str) -> Option<Ccg> {
     Some(Ccg::new(b.statements, edges))
 }
 
+/// Where a statement's text starts: with its indentation when it opens its line.
+fn indented_start(src: &str, start: usize) -> usize {
+    let line = src[..start].rfind('\n').map_or(0, |i| i + 1);
+    if src[line..start].chars().all(|c| c == ' ' || c == '\t') {
+        line
+    } else {
+        start
+    }
+}
+
 fn children(node: Node) -> Vec<Node> {
     let mut cursor = node.walk();
     node.named_children(&mut cursor).collect()
@@ -124,7 +134,7 @@ impl Builder<'_> {
             .into_iter()
             .find(|c| BODY_KINDS.contains(&c.kind()))
             .map_or(node.end_byte(), |c| c.start_byte());
-        let text = self.src[node.start_byte()..header_end]
+        let text = self.src[indented_start(self.src, node.start_byte())..header_end]
             .trim_end()
             .to_string();
         let end_line = node.start_position().row + text.lines().count().max(1);
@@ -235,7 +245,8 @@ impl Builder<'_> {
             let header_end = def
                 .child_by_field_name("body")
                 .map_or(def.end_byte(), |b| b.start_byte());
-            let text = self.src[outer.start_byte()..header_end].trim_end();
+            let text =
+                self.src[indented_start(self.src, outer.start_byte())..header_end].trim_end();
             let (mut defs, mut uses) = (BTreeSet::new(), BTreeSet::new());
             for d in children(outer)
                 .into_iter()
@@ -744,7 +755,7 @@ mod tests {
     }
 
     fn texts(g: &Ccg) -> Vec<&str> {
-        g.statements.iter().map(|s| s.text.as_str()).collect()
+        g.statements.iter().map(|s| s.text.trim_start()).collect()
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
@@ -968,7 +979,7 @@ print(total)
                 statements: 3,
             },
         );
-        assert_eq!(s.text(&g), "total = 0\ntotal += i\nprint(total)");
+        assert_eq!(s.text(&g), "total = 0\n    total += i\nprint(total)");
         assert!(s
             .edges
             .iter()

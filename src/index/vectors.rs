@@ -435,8 +435,9 @@ impl VectorIndex {
     }
 }
 
-/// Dot product with independent accumulators so the compiler vectorises it.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Dot product with independent accumulators so the compiler vectorises it (the cosine of two
+/// normalised vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let (ra, rb) = (ca.remainder(), cb.remainder());

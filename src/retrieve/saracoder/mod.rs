@@ -3,5 +3,7 @@
 //! defaults.
 
 pub mod rank;
+pub mod retrieval;
 
 pub use rank::{dsed, jaccard, mmr, tokens, Dsed, GAMMA, LAMBDA};
+pub use retrieval::{retrieve, Codebase, Options, Pick, Retrieval, Snippet};
