@@ -2,6 +2,7 @@
 //! code-context-graph slices. Parameters the paper leaves open are arguments with documented
 //! defaults.
 
+pub mod eaid;
 pub mod rank;
 pub mod retrieval;
 
