@@ -3,6 +3,7 @@
 //! same conversation), post-processing into the target function.
 
 pub mod grounding;
+pub mod line;
 pub mod local;
 pub mod pipeline;
 pub mod postprocess;
