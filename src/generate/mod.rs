@@ -2,6 +2,7 @@
 //! context), the model's answer (and, when asked, a repair round or another sampled answer in the
 //! same conversation), post-processing into the target function.
 
+pub mod complete;
 pub mod grounding;
 pub mod line;
 pub mod local;

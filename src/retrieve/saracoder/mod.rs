@@ -7,4 +7,4 @@ pub mod rank;
 pub mod retrieval;
 
 pub use rank::{dsed, jaccard, mmr, tokens, Dsed, GAMMA, LAMBDA};
-pub use retrieval::{retrieve, Codebase, Options, Pick, Retrieval, Snippet};
+pub use retrieval::{cut_before, retrieve, Codebase, Options, Pick, Retrieval, Snippet};

@@ -80,9 +80,9 @@ pub struct Codebase {
 }
 
 impl Codebase {
-    /// Slices of every Python file of `repo`; the file `path` only up to the line before
-    /// `line` (1-based), whose last statement is the query.
-    pub fn build(repo: &Repository, path: &str, line: usize, limits: &SliceLimits) -> Self {
+    /// Slices of every Python file of `repo`, the file `path` replaced by `unfinished` (the code
+    /// above the cursor), whose last statement is the query.
+    pub fn build(repo: &Repository, path: &str, unfinished: &str, limits: &SliceLimits) -> Self {
         let mut out = Codebase {
             graphs: Vec::new(),
             snippets: Vec::new(),
@@ -93,17 +93,13 @@ impl Codebase {
                 continue;
             };
             let cursor_file = file.path == path;
-            let text = if cursor_file {
-                cut_before(text, line)
-            } else {
-                text
-            };
+            let text = if cursor_file { unfinished } else { text };
             let Some(ccg) = Ccg::build(Lang::Python, text) else {
                 continue;
             };
             let g = out.graphs.len();
             let query = cursor_file
-                .then(|| ccg.statement_at_line(line - 1))
+                .then(|| ccg.statements.len().checked_sub(1))
                 .flatten();
             for target in 0..ccg.statements.len() {
                 let s = slice(&ccg, target, limits);
@@ -140,8 +136,8 @@ impl Codebase {
     }
 }
 
-/// The text of the lines before `line` (1-based).
-fn cut_before(text: &str, line: usize) -> &str {
+/// The text of the lines before `line` (1-based): the code above a cursor.
+pub fn cut_before(text: &str, line: usize) -> &str {
     let end = text
         .split_inclusive('\n')
         .take(line.saturating_sub(1))
@@ -329,7 +325,12 @@ def load(path):
             ("main.py", cursor),
         ]);
         let e = embedder();
-        let codebase = Codebase::build(&repo, "main.py", 4, &SliceLimits::default());
+        let codebase = Codebase::build(
+            &repo,
+            "main.py",
+            cut_before(cursor, 4),
+            &SliceLimits::default(),
+        );
         let query = codebase.query_text().unwrap();
         assert_eq!(
             query,
