@@ -149,18 +149,51 @@ pub fn write_atomic_with(dest: &Path, bytes: &[u8], opts: &AtomicOptions) -> io:
     f.commit()
 }
 
-/// An error when `path` is a symbolic link (dangling or not).
+/// An error when `path` is a symbolic link (dangling or not), which the caller was to write
+/// through.
 pub fn refuse_symlink(path: &Path) -> io::Result<()> {
+    refuse_link_to(path, "write")
+}
+
+/// An error when `path` is a symbolic link (dangling or not), saying the caller refuses to
+/// `verb` through it.
+pub fn refuse_link_to(path: &Path, verb: &str) -> io::Result<()> {
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Err(invalid(format!(
-            "{} is a symbolic link{}; refusing to write through it (remove the link first)",
-            path.display(),
-            std::fs::read_link(path)
-                .map(|t| format!(" to {}", t.display()))
-                .unwrap_or_default()
-        ))),
+        Ok(m) if m.file_type().is_symlink() => Err(link_error(path, verb)),
         _ => Ok(()),
     }
+}
+
+/// Reads a whole cache file, refusing a symbolic link at `path`: a cache file planted as a link
+/// (say in a repository's `.repohop/`) would otherwise be read from wherever it points.
+pub fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut o = OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    }
+    let mut file = o
+        .open(path)
+        .map_err(|e| match refuse_link_to(path, "read") {
+            Err(link) => link,
+            Ok(()) => e,
+        })?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn link_error(path: &Path, verb: &str) -> io::Error {
+    invalid(format!(
+        "{} is a symbolic link{}; refusing to {verb} through it (remove the link first)",
+        path.display(),
+        std::fs::read_link(path)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default()
+    ))
 }
 
 fn parent(path: &Path) -> &Path {

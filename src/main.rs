@@ -31,6 +31,8 @@ enum Command {
     Bench(cli::bench::Cmd),
     /// Regenerate a repository function from its signature and docstring (target masked).
     Generate(cli::generate::GenerateArgs),
+    /// Complete the line at a cursor (SaraCoder: graph slices, external identifiers).
+    Complete(cli::complete::CompleteArgs),
     /// Check a function's names against its repository (what generation's repair round sees).
     Check(cli::check::CheckArgs),
     /// Run the local LLM on one prompt (chat template, optional one-of constraint).
@@ -56,6 +58,7 @@ fn main() {
         Command::Generate(args) => cli::generate::run(args),
         Command::Llm(args) => cli::llm::run(args),
         Command::Check(args) => cli::check::run(args),
+        Command::Complete(args) => cli::complete::run(args),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
         Command::Search(args) => cli::search::search(args),

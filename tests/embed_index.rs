@@ -186,3 +186,44 @@ fn top_k_over_many_rows_matches_a_full_sort() {
     let want: Vec<usize> = all[..10].iter().map(|p| p.1).collect();
     assert_eq!(hits.iter().map(|h| h.index).collect::<Vec<_>>(), want);
 }
+
+#[test]
+fn an_index_folder_or_file_planted_as_a_link_is_neither_read_nor_written() {
+    use std::os::unix::fs::symlink;
+    let e = model();
+    let (id, dim) = (e.info().id.clone(), e.info().dim);
+    let t = tempfile::tempdir().unwrap();
+    let elsewhere = t.path().join("elsewhere");
+    VectorIndex::update(&elsewhere, &e, &items(false)).unwrap();
+    let (mat, side) = VectorIndex::files(&elsewhere, &id);
+    let before = (std::fs::read(&mat).unwrap(), std::fs::read(&side).unwrap());
+    let unchanged = || {
+        assert_eq!(
+            (std::fs::read(&mat).unwrap(), std::fs::read(&side).unwrap()),
+            before
+        );
+    };
+
+    // The index folder is a link (say `.repohop/vectors/functions` in a cloned repository).
+    std::fs::create_dir(t.path().join("cache")).unwrap();
+    let linked = t.path().join("cache/functions");
+    symlink(&elsewhere, &linked).unwrap();
+    let err = VectorIndex::load(&linked, &id, dim)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    let err = VectorIndex::update(&linked, &e, &items(true)).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    unchanged();
+
+    // Its files are links.
+    let real = t.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let (lmat, lside) = VectorIndex::files(&real, &id);
+    symlink(&mat, &lmat).unwrap();
+    symlink(&side, &lside).unwrap();
+    let err = VectorIndex::load(&real, &id, dim).unwrap_err().to_string();
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(VectorIndex::update(&real, &e, &items(true)).is_err());
+    unchanged();
+}

@@ -58,3 +58,101 @@ fn report_compares_runs() {
         String::from_utf8_lossy(&out.stderr).contains("a run directory written by `repohop eval`")
     );
 }
+
+/// `repohop report` with extra arguments: (success, stdout, stderr).
+fn report(args: &[&std::path::Path], extra: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .arg("report")
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn merge_reports_shards_as_one_run_and_refuses_what_does_not_fit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| tmp.path().join(name);
+    let whole = summary(&eval(&dir("whole"), &["--method", "reference"]));
+    summary(&eval(
+        &dir("s1"),
+        &["--method", "reference", "--shard", "1/2"],
+    ));
+    summary(&eval(
+        &dir("s2"),
+        &["--method", "reference", "--shard", "2/2"],
+    ));
+
+    // Two halves merge into the whole run's figures; nothing is missing.
+    let (ok, out, err) = report(&[&dir("s1"), &dir("s2")], &["--merge", "--json"]);
+    assert!(ok, "{err}");
+    let merged: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let merged = &merged[0];
+    assert_eq!(merged["method"], "reference");
+    assert_eq!(merged["total"], whole["total"]);
+    assert_eq!(merged["passed"], whole["passed"]);
+    assert_eq!(merged["by_kind"], whole["by_kind"]);
+    assert_eq!(merged["shards"].as_array().unwrap().len(), 2);
+    assert_eq!(merged["missing"], serde_json::json!([]));
+    assert_eq!(merged["ran"], whole["total"]);
+
+    // One half alone: the other half's tasks are named as missing.
+    let (ok, out, err) = report(&[&dir("s1")], &["--merge", "--json"]);
+    assert!(ok, "{err}");
+    let half: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let missing = half[0]["missing"].as_array().unwrap().len() as u64;
+    assert!(missing > 0);
+    assert_eq!(
+        half[0]["total"].as_u64().unwrap() + missing,
+        whole["total"].as_u64().unwrap()
+    );
+    assert!(err.contains("in no shard"), "{err}");
+
+    // Overlapping shards, another method, another task file: refused, with the reason.
+    let (ok, _, err) = report(&[&dir("s1"), &dir("whole")], &["--merge"]);
+    assert!(!ok && err.contains("finished in both"), "{err}");
+    summary(&eval(
+        &dir("ni"),
+        &["--method", "not-implemented", "--shard", "2/2"],
+    ));
+    let (ok, _, err) = report(&[&dir("s1"), &dir("ni")], &["--merge"]);
+    assert!(
+        !ok && err.contains("method `reference` vs `not-implemented`"),
+        "{err}"
+    );
+    let tasks = dir("tasks.jsonl");
+    let text = std::fs::read_to_string(fixture().join("tasks.jsonl")).unwrap();
+    let last = text.lines().last().unwrap();
+    std::fs::write(&tasks, format!("{last}\n")).unwrap();
+    let eval_other = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .arg("eval")
+            .arg("--tasks")
+            .arg(&tasks)
+            .arg("--source-root")
+            .arg(fixture().join("Source_Code"))
+            .arg("--python")
+            .arg(python())
+            .args(["--method", "reference", "--json", "--out"])
+            .arg(dir("other"))
+            .output()
+            .unwrap()
+    };
+    summary(&eval_other());
+    let (ok, _, err) = report(&[&dir("s1"), &dir("other")], &["--merge"]);
+    assert!(
+        !ok && err.contains("task files with different contents"),
+        "{err}"
+    );
+
+    // Resuming a run after its task file changed is refused too.
+    std::fs::write(&tasks, &text).unwrap();
+    let resumed = eval_other();
+    assert!(!resumed.status.success());
+    assert!(String::from_utf8_lossy(&resumed.stderr).contains("another version of the task file"));
+}

@@ -530,3 +530,32 @@ fn a_closed_output_pipe_ends_quietly() {
     );
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+#[test]
+fn a_symbol_cache_file_planted_as_a_link_is_neither_read_nor_written() {
+    let t = tempfile::tempdir().unwrap();
+    let (root, _) = repo_with_m(t.path());
+    // A valid cache elsewhere, then the cache folder's `symbols.json` made a link to it.
+    let elsewhere = t.path().join("elsewhere");
+    let opts = |dir: &Path| IndexOptions {
+        cache_dir: Some(dir.to_path_buf()),
+        ..IndexOptions::default()
+    };
+    Repository::open(&root, &opts(&elsewhere)).unwrap();
+    let theirs = elsewhere.join("symbols.json");
+    let before = fs::read(&theirs).unwrap();
+    let cache = t.path().join("cache");
+    fs::create_dir(&cache).unwrap();
+    symlink(&theirs, cache.join("symbols.json")).unwrap();
+    put(&root, "n.py", "def g():\n    return 2\n");
+
+    let repo = Repository::open(&root, &opts(&cache)).unwrap();
+    let said: Vec<&str> = repo.diagnostics().iter().map(|d| d.what.as_str()).collect();
+    assert!(
+        said.iter()
+            .any(|w| w.contains("symbolic link") && w.contains("read")),
+        "{said:?}"
+    );
+    assert_eq!(repo.stats().cached, 0, "nothing taken from the linked file");
+    assert_eq!(fs::read(&theirs).unwrap(), before);
+}

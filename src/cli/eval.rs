@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
 use repohop::eval::line_metrics::score_lines;
-use repohop::eval::report::{load_run, markdown, svg_chart};
+use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::retrieve::dyretriever::ExpandMode;
@@ -103,6 +103,10 @@ pub struct ReportArgs {
     /// Write an SVG chart of Pass@1 and time per phase per method.
     #[arg(long)]
     chart: Option<PathBuf>,
+    /// The directories are shards of one run (`eval --shard i/n`, possibly on other machines):
+    /// report them as one. Refuses different methods, task files or timeouts, and overlaps.
+    #[arg(long)]
+    merge: bool,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -258,10 +262,7 @@ fn print_summary(s: &Summary, out: &std::path::Path) {
     );
     let outcomes: Vec<String> = s.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("outcomes: {}", outcomes.join(", "));
-    let report = repohop::eval::report::RunReport {
-        dir: out.to_path_buf(),
-        summary: s.clone(),
-    };
+    let report = repohop::eval::report::RunReport::new(out, s.clone());
     println!();
     print!("{}", markdown(std::slice::from_ref(&report)));
     println!();
@@ -278,11 +279,22 @@ fn print_summary(s: &Summary, out: &std::path::Path) {
 }
 
 pub fn run_report(args: ReportArgs) -> Result<()> {
-    let runs = args
-        .runs
-        .iter()
-        .map(|d| load_run(d))
-        .collect::<Result<Vec<_>, _>>()?;
+    let runs = if args.merge {
+        let merged = merge_runs(&args.runs)?;
+        if let Some(missing) = merged.missing.as_ref().filter(|m| !m.is_empty()) {
+            eprintln!(
+                "note: {} of the task file's tasks are in no shard (first: {})",
+                missing.len(),
+                missing[0]
+            );
+        }
+        vec![merged]
+    } else {
+        args.runs
+            .iter()
+            .map(|d| load_run(d))
+            .collect::<Result<Vec<_>, _>>()?
+    };
     if let Some(path) = &args.chart {
         std::fs::write(path, svg_chart(&runs))
             .with_context(|| format!("cannot write chart {}", path.display()))?;

@@ -3,6 +3,7 @@
 pub mod args;
 pub mod bench;
 pub mod check;
+pub mod complete;
 pub mod eval;
 pub mod generate;
 pub mod llm;

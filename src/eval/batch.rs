@@ -49,11 +49,15 @@ pub struct BatchConfig<'a> {
     pub progress: bool,
 }
 
-/// What `run.json` records; a resumed run must agree on the method.
+/// What `run.json` records; a resumed run must agree on the method and the task file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub method: String,
     pub tasks_file: PathBuf,
+    /// sha256 of the task file's bytes: shards run on other machines (other paths) are merged
+    /// only when this agrees. Absent in run directories of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_sha256: Option<String>,
     pub source_root: PathBuf,
     #[serde(default)]
     pub completions_file: Option<PathBuf>,
@@ -288,6 +292,7 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
         &RunInfo {
             method: method_name.clone(),
             tasks_file: cfg.tasks_file.clone(),
+            tasks_sha256: Some(tasks_sha256(&cfg.tasks_file)?),
             source_root: cfg.source_root.clone(),
             completions_file: completions.as_ref().map(|(p, _)| p.clone()),
             python: cfg.runner.python.clone(),
@@ -379,8 +384,22 @@ fn record_run(cfg: &BatchConfig, info: &RunInfo) -> Result<(), EvalError> {
                 info.method
             )));
         }
+        if old.tasks_sha256.is_some() && old.tasks_sha256 != info.tasks_sha256 {
+            return Err(EvalError::Invalid(format!(
+                "{} holds a run over another version of the task file ({} has changed since); \
+                 choose another --out",
+                cfg.out.display(),
+                info.tasks_file.display()
+            )));
+        }
     }
     write_json(&info_path, info)
+}
+
+/// sha256 (hex) of a task file's bytes.
+pub fn tasks_sha256(path: &Path) -> Result<String, EvalError> {
+    let bytes = std::fs::read(path).map_err(|e| EvalError::io(path, e))?;
+    Ok(crate::repo::cache::content_hash(&bytes))
 }
 
 /// Generates (or reads) the completions of the unfinished tasks in order on this thread while

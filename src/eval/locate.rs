@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::body::BodySpan;
-use super::line_metrics::first_statement;
 use super::tasks::FunctionTask;
 use super::EvalError;
+use crate::repo::lang::lexical::first_statement;
 use crate::repo::{resolve_target, IndexOptions, Lang, Repository};
 
 /// Parsed projects, by directory: each is opened once per process (sources don't change

@@ -1,12 +1,13 @@
 //! Side-by-side comparison of run directories: markdown tables, JSON, and an SVG chart.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batch::{load_records, summarize, Summary};
-use super::tasks::DepKind;
+use super::batch::{load_records, summarize, tasks_sha256, RunInfo, Summary, TaskRecord};
+use super::tasks::{load_function_tasks, DepKind};
 use super::EvalError;
 
 #[derive(Debug, Clone, Serialize)]
@@ -14,6 +15,25 @@ pub struct RunReport {
     pub dir: PathBuf,
     #[serde(flatten)]
     pub summary: Summary,
+    /// For a merged report: the shard directories it combines (`dir` is the first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<PathBuf>,
+    /// For a merged report: tasks of the task file that no shard has finished, when the task
+    /// file is readable here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<String>>,
+}
+
+impl RunReport {
+    /// The report of one run directory.
+    pub fn new(dir: &Path, summary: Summary) -> Self {
+        RunReport {
+            dir: dir.to_path_buf(),
+            summary,
+            shards: Vec::new(),
+            missing: None,
+        }
+    }
 }
 
 /// Summarises every finished task of a run directory (also of an interrupted run); the wall
@@ -21,18 +41,110 @@ pub struct RunReport {
 pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
     let (info, records) = load_records(dir)?;
     let mut summary = summarize(&info.method, &records);
-    let last: Option<Summary> = std::fs::read_to_string(dir.join("summary.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    if let Some(last) = last {
+    if let Some(last) = last_summary(dir) {
         summary.ran = last.ran;
         summary.resumed = last.resumed;
         summary.wall_seconds = last.wall_seconds;
         summary.tasks_per_minute = last.tasks_per_minute;
     }
+    Ok(RunReport::new(dir, summary))
+}
+
+/// The `summary.json` of a run directory's last finished invocation.
+fn last_summary(dir: &Path) -> Option<Summary> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Combines the run directories of one run split with `eval --shard` (possibly made on other
+/// machines) into one report. Refuses runs of different methods, task files (by content) or
+/// test timeouts, and a task finished in two of them. Throughput adds up over the shards (they
+/// ran side by side); the wall time is the longest shard's.
+pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
+    let mut first: Option<(PathBuf, RunInfo, String)> = None;
+    let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut records: Vec<TaskRecord> = Vec::new();
+    let (mut ran, mut resumed, mut wall, mut rate) = (0, 0, 0.0f64, 0.0);
+    for dir in dirs {
+        let (info, shard) = load_records(dir)?;
+        let hash = match &info.tasks_sha256 {
+            Some(h) => h.clone(),
+            None => tasks_sha256(&info.tasks_file).map_err(|e| {
+                EvalError::Invalid(format!(
+                    "{}: run.json names no task file hash and its task file is unreadable \
+                     here ({e}); cannot tell which tasks it ran",
+                    dir.display()
+                ))
+            })?,
+        };
+        if let Some((d0, i0, h0)) = &first {
+            let differs = if i0.method != info.method {
+                Some(format!("method `{}` vs `{}`", i0.method, info.method))
+            } else if *h0 != hash {
+                Some("task files with different contents".to_string())
+            } else if i0.timeout_s != info.timeout_s {
+                Some(format!(
+                    "test timeouts {} s vs {} s",
+                    i0.timeout_s, info.timeout_s
+                ))
+            } else {
+                None
+            };
+            if let Some(what) = differs {
+                return Err(EvalError::Invalid(format!(
+                    "cannot merge {} and {}: {what}",
+                    d0.display(),
+                    dir.display()
+                )));
+            }
+        } else {
+            first = Some((dir.clone(), info.clone(), hash));
+        }
+        for r in shard {
+            if let Some(other) = owner.insert(r.result.namespace.clone(), dir.clone()) {
+                return Err(EvalError::Invalid(format!(
+                    "cannot merge: task {} is finished in both {} and {}; shards must not overlap",
+                    r.result.namespace,
+                    other.display(),
+                    dir.display()
+                )));
+            }
+            records.push(r);
+        }
+        if let Some(last) = last_summary(dir) {
+            ran += last.ran;
+            resumed += last.resumed;
+            wall = wall.max(last.wall_seconds);
+            rate += last.tasks_per_minute;
+        }
+    }
+    let Some((dir, info, hash)) = first else {
+        return Err(EvalError::Invalid(
+            "--merge needs at least one run directory".into(),
+        ));
+    };
+    let missing = (tasks_sha256(&info.tasks_file).ok() == Some(hash))
+        .then(|| load_function_tasks(&info.tasks_file).ok())
+        .flatten()
+        .map(|tasks| {
+            tasks
+                .into_iter()
+                .map(|t| t.namespace)
+                .filter(|n| !owner.contains_key(n))
+                .collect()
+        });
+    let summary = Summary {
+        ran,
+        resumed,
+        wall_seconds: wall,
+        tasks_per_minute: rate,
+        ..summarize(&info.method, &records)
+    };
     Ok(RunReport {
-        dir: dir.to_path_buf(),
+        dir,
         summary,
+        shards: dirs.to_vec(),
+        missing,
     })
 }
 

@@ -2,7 +2,9 @@
 //! context), the model's answer (and, when asked, a repair round or another sampled answer in the
 //! same conversation), post-processing into the target function.
 
+pub mod complete;
 pub mod grounding;
+pub mod line;
 pub mod local;
 pub mod pipeline;
 pub mod postprocess;
@@ -282,8 +284,13 @@ pub fn repair(
     )
 }
 
+/// Most tokens of a sampled answer. Samples are drawn only for answers already flagged, and
+/// their long tails dominated those tasks' time; on the development set every answer that ran
+/// past 512 tokens failed its tests anyway.
+pub const SAMPLE_MAX_NEW_TOKENS: usize = 512;
+
 /// Another answer to `first`'s conversation, drawn with `sampling` (a candidate for the names
-/// check when the greedy answer has problems).
+/// check when the greedy answer has problems), at most [`SAMPLE_MAX_NEW_TOKENS`] long.
 pub fn resample(
     llm: &mut dyn Llm,
     target: &Target,
@@ -293,6 +300,7 @@ pub fn resample(
 ) -> Result<Generation, GenerateError> {
     let options = GenerateOptions {
         sampling,
+        max_new_tokens: options.max_new_tokens.min(SAMPLE_MAX_NEW_TOKENS),
         ..options.clone()
     };
     answer(

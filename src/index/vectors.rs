@@ -123,6 +123,15 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     })
 }
 
+/// An error when the index folder is a symbolic link: a link planted below a cache folder would
+/// lead reads and writes anywhere.
+fn refuse_linked_dir(dir: &Path, verb: &str) -> Result<(), IndexError> {
+    crate::fsutil::refuse_link_to(dir, verb).map_err(|source| IndexError::Io {
+        path: dir.into(),
+        source,
+    })
+}
+
 impl VectorIndex {
     /// The two files of the index of `model_id` under `dir`: (matrix, sidecar).
     pub fn files(dir: &Path, model_id: &str) -> (PathBuf, PathBuf) {
@@ -177,11 +186,12 @@ impl VectorIndex {
             return Ok(None);
         }
         let read = |p: &Path| {
-            std::fs::read(p).map_err(|source| IndexError::Io {
+            crate::fsutil::read_no_follow(p).map_err(|source| IndexError::Io {
                 path: p.into(),
                 source,
             })
         };
+        refuse_linked_dir(dir, "read")?;
         let side = read(&side_path)?;
         let matrix = read(&mat_path)?;
         Self::from_bytes(
@@ -256,6 +266,7 @@ impl VectorIndex {
 
     /// Write both files atomically (matrix first; the sidecar's checksum binds them).
     pub fn save(&self, dir: &Path) -> Result<(), IndexError> {
+        refuse_linked_dir(dir, "write")?;
         let (mat_path, side_path) = Self::files(dir, &self.model_id);
         let data = matrix_bytes(&self.matrix);
         let view = safetensors::tensor::TensorView::new(
@@ -442,8 +453,9 @@ impl VectorIndex {
     }
 }
 
-/// Dot product with independent accumulators so the compiler vectorises it.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+/// Dot product with independent accumulators so the compiler vectorises it (the cosine of two
+/// normalised vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let (ra, rb) = (ca.remainder(), cb.remainder());

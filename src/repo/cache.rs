@@ -79,7 +79,7 @@ impl SymbolCache {
     /// empty cache plus a diagnostic saying it will be rebuilt.
     pub fn load(dir: &Path) -> (Self, Option<Diagnostic>) {
         let cache = Self::empty(dir);
-        match std::fs::read(&cache.file) {
+        match crate::fsutil::read_no_follow(&cache.file) {
             Ok(bytes) => Self::from_bytes(dir, &bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => (cache, None),
             Err(e) => {

@@ -3,6 +3,7 @@
 pub mod bm25;
 pub mod dense;
 pub mod dyretriever;
+pub mod saracoder;
 pub mod slices;
 
 use serde::Serialize;

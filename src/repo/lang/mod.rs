@@ -11,6 +11,7 @@
 //!   (`String value() default "";`) are bodiless methods, as javac sees them.
 
 mod java;
+pub mod lexical;
 pub mod outline;
 mod python;
 
