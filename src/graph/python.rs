@@ -127,6 +127,18 @@ impl Builder<'_> {
         self.sequence(children(block), Some(parent))
     }
 
+    /// Wires the body of `clause` after `header`, which governs it; its fall-through exits,
+    /// or the header itself when the body holds no statement.
+    fn enter(&mut self, clause: Node, header: usize) -> Vec<usize> {
+        match self.body_of(clause, header) {
+            Some(body) => {
+                self.flow.insert((header, body.entry));
+                body.exits
+            }
+            None => vec![header],
+        }
+    }
+
     /// A new vertex for `node` (its header when compound), control-dependent on `parent`.
     fn vertex(&mut self, node: Node, parent: Option<usize>) -> usize {
         let id = self.statements.len();
@@ -171,13 +183,7 @@ impl Builder<'_> {
             "try_statement" => Some(self.try_statement(node, parent)),
             "with_statement" => {
                 let h = self.vertex(node, parent);
-                let exits = match self.body_of(node, h) {
-                    Some(body) => {
-                        self.flow.insert((h, body.entry));
-                        body.exits
-                    }
-                    None => vec![h],
-                };
+                let exits = self.enter(node, h);
                 Some(Piece { entry: h, exits })
             }
             "match_statement" => Some(self.match_statement(node, parent)),
@@ -265,12 +271,7 @@ impl Builder<'_> {
     fn if_statement(&mut self, node: Node, parent: Option<usize>) -> Piece {
         let h = self.vertex(node, parent);
         let mut exits = Vec::new();
-        if let Some(body) = self.body_of(node, h) {
-            self.flow.insert((h, body.entry));
-            exits.extend(body.exits);
-        } else {
-            exits.push(h);
-        }
+        exits.extend(self.enter(node, h));
         // The condition tested last: `elif`s and `else` hang off it.
         let mut cond = h;
         let mut has_else = false;
@@ -279,24 +280,12 @@ impl Builder<'_> {
                 "elif_clause" => {
                     let e = self.vertex(clause, Some(cond));
                     self.flow.insert((cond, e));
-                    match self.body_of(clause, e) {
-                        Some(body) => {
-                            self.flow.insert((e, body.entry));
-                            exits.extend(body.exits);
-                        }
-                        None => exits.push(e),
-                    }
+                    exits.extend(self.enter(clause, e));
                     cond = e;
                 }
                 "else_clause" => {
                     has_else = true;
-                    match self.body_of(clause, cond) {
-                        Some(body) => {
-                            self.flow.insert((cond, body.entry));
-                            exits.extend(body.exits);
-                        }
-                        None => exits.push(cond),
-                    }
+                    exits.extend(self.enter(clause, cond));
                 }
                 _ => {}
             }
@@ -337,13 +326,7 @@ impl Builder<'_> {
 
     fn try_statement(&mut self, node: Node, parent: Option<usize>) -> Piece {
         let h = self.vertex(node, parent);
-        let mut normal = match self.body_of(node, h) {
-            Some(body) => {
-                self.flow.insert((h, body.entry));
-                body.exits
-            }
-            None => vec![h],
-        };
+        let mut normal = self.enter(node, h);
         let mut handled = Vec::new();
         let mut finally = None;
         for clause in children(node) {
@@ -351,13 +334,7 @@ impl Builder<'_> {
                 "except_clause" | "except_group_clause" => {
                     let x = self.vertex(clause, Some(h));
                     self.flow.insert((h, x));
-                    match self.body_of(clause, x) {
-                        Some(body) => {
-                            self.flow.insert((x, body.entry));
-                            handled.extend(body.exits);
-                        }
-                        None => handled.push(x),
-                    }
+                    handled.extend(self.enter(clause, x));
                 }
                 "else_clause" => {
                     if let Some(body) = self.body_of(clause, h) {
@@ -382,13 +359,7 @@ impl Builder<'_> {
         for n in normal {
             self.flow.insert((n, f));
         }
-        let exits = match self.body_of(clause, f) {
-            Some(body) => {
-                self.flow.insert((f, body.entry));
-                body.exits
-            }
-            None => vec![f],
-        };
+        let exits = self.enter(clause, f);
         Piece { entry: h, exits }
     }
 
@@ -403,13 +374,7 @@ impl Builder<'_> {
             }
             let c = self.vertex(case, Some(h));
             self.flow.insert((h, c));
-            match self.body_of(case, c) {
-                Some(body) => {
-                    self.flow.insert((c, body.entry));
-                    exits.extend(body.exits);
-                }
-                None => exits.push(c),
-            }
+            exits.extend(self.enter(case, c));
         }
         Piece { entry: h, exits }
     }

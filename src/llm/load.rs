@@ -373,57 +373,60 @@ fn check_tokenizer_json(json: &serde_json::Value) -> Result<(), String> {
 }
 
 fn check_decoder(d: &serde_json::Value) -> Result<(), String> {
-    match d["type"].as_str() {
-        Some("Sequence") => d["decoders"]
-            .as_array()
-            .map_or(Ok(()), |ds| ds.iter().try_for_each(check_decoder)),
-        Some("Strip") if d["stop"].as_u64().is_some_and(|n| n > 0) => Err(format!(
+    // The library reads these by shape (an untagged enum), whatever their `type` says.
+    if let Some(ds) = d["decoders"].as_array() {
+        return ds.iter().try_for_each(check_decoder);
+    }
+    let strip = d.get("content").is_some() && d.get("start").is_some();
+    if strip && d["stop"].as_u64().is_some_and(|n| n > 0) {
+        return Err(format!(
             "its Strip decoder strips {} character(s) from the end of tokens, which the \
              tokenizers library cannot do safely",
             d["stop"]
-        )),
-        _ => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 fn check_post_processor(p: &serde_json::Value) -> Result<(), String> {
-    match p["type"].as_str() {
-        Some("Sequence") => p["processors"]
-            .as_array()
-            .map_or(Ok(()), |ps| ps.iter().try_for_each(check_post_processor)),
-        Some("TemplateProcessing") => {
-            let specials = p["special_tokens"].as_object();
-            for (id, t) in specials.into_iter().flatten() {
-                let (ids, tokens) = (t["ids"].as_array(), t["tokens"].as_array());
-                if ids.map(Vec::len) != tokens.map(Vec::len) {
-                    return Err(format!(
-                        "its template's special token {id:?} has a different number of ids \
+    if let Some(ps) = p["processors"].as_array() {
+        return ps.iter().try_for_each(check_post_processor);
+    }
+    // By shape, as for decoders: a misspelt `type` is still read as a template.
+    let template = ["single", "pair", "special_tokens"]
+        .iter()
+        .any(|k| p.get(k).is_some());
+    if !template {
+        return Ok(());
+    }
+    let specials = p["special_tokens"].as_object();
+    for (id, t) in specials.into_iter().flatten() {
+        let (ids, tokens) = (t["ids"].as_array(), t["tokens"].as_array());
+        if ids.map(Vec::len) != tokens.map(Vec::len) {
+            return Err(format!(
+                "its template's special token {id:?} has a different number of ids \
                          and tokens"
+            ));
+        }
+    }
+    for (template, single) in [("single", true), ("pair", false)] {
+        for piece in p[template].as_array().into_iter().flatten() {
+            if let Some(id) = piece["SpecialToken"]["id"].as_str() {
+                if !specials.is_some_and(|s| s.contains_key(id)) {
+                    return Err(format!(
+                        "its {template} template uses the special token {id:?}, which \
+                                 it does not define"
                     ));
                 }
             }
-            for (template, single) in [("single", true), ("pair", false)] {
-                for piece in p[template].as_array().into_iter().flatten() {
-                    if let Some(id) = piece["SpecialToken"]["id"].as_str() {
-                        if !specials.is_some_and(|s| s.contains_key(id)) {
-                            return Err(format!(
-                                "its {template} template uses the special token {id:?}, which \
-                                 it does not define"
-                            ));
-                        }
-                    }
-                    if single && piece["Sequence"]["id"].as_str() == Some("B") {
-                        return Err(
-                            "its single-sequence template reads the second sequence of a pair"
-                                .into(),
-                        );
-                    }
-                }
+            if single && piece["Sequence"]["id"].as_str() == Some("B") {
+                return Err(
+                    "its single-sequence template reads the second sequence of a pair".into(),
+                );
             }
-            Ok(())
         }
-        _ => Ok(()),
     }
+    Ok(())
 }
 
 /// Loads a tokenizer and checks it belongs to a Qwen model of `vocab_size` tokens.
