@@ -284,13 +284,8 @@ pub fn repair(
     )
 }
 
-/// Most tokens of a sampled answer. Samples are drawn only for answers already flagged, and
-/// their long tails dominated those tasks' time; on the development set every answer that ran
-/// past 512 tokens failed its tests anyway.
-pub const SAMPLE_MAX_NEW_TOKENS: usize = 512;
-
 /// Another answer to `first`'s conversation, drawn with `sampling` (a candidate for the names
-/// check when the greedy answer has problems), at most [`SAMPLE_MAX_NEW_TOKENS`] long.
+/// check when the greedy answer has problems).
 pub fn resample(
     llm: &mut dyn Llm,
     target: &Target,
@@ -300,7 +295,6 @@ pub fn resample(
 ) -> Result<Generation, GenerateError> {
     let options = GenerateOptions {
         sampling,
-        max_new_tokens: options.max_new_tokens.min(SAMPLE_MAX_NEW_TOKENS),
         ..options.clone()
     };
     answer(
