@@ -103,9 +103,10 @@ fn push_unique(entities: &mut Vec<Entity>, e: Entity) {
     }
 }
 
-fn source(repo: &Repository, path: &str) -> String {
+/// The text of a parsed file (borrowed: an entity needs only a slice of it).
+fn source<'r>(repo: &'r Repository, path: &str) -> &'r str {
     repo.file_id(path)
-        .and_then(|f| repo.file(f).text.clone())
+        .and_then(|f| repo.file(f).text.as_deref())
         .unwrap_or_default()
 }
 
