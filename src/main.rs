@@ -39,6 +39,8 @@ enum Command {
     Llm(cli::llm::LlmArgs),
     /// Score completions by running each task's tests (DevEval Pass@1), or generate and score.
     Eval(cli::eval::EvalArgs),
+    /// Draw line-completion cursors from repositories (RepoEval style) as line tasks.
+    SampleLines(cli::eval::SampleArgs),
     /// Compare run directories side by side (markdown or JSON) and chart them.
     Report(cli::eval::ReportArgs),
     /// Find the functions most similar to a query (dense embeddings, cosine).
@@ -61,6 +63,7 @@ fn main() {
         Command::Complete(args) => cli::complete::run(args),
         Command::Eval(args) => cli::eval::run_eval(args),
         Command::Report(args) => cli::eval::run_report(args),
+        Command::SampleLines(args) => cli::eval::run_sample(args),
         Command::Search(args) => cli::search::search(args),
     };
     if let Err(err) = result {

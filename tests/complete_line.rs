@@ -25,13 +25,31 @@ def describe(sides):
 ";
 
 fn complete(root: &Path, extra: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+    complete_with(root, &["--line", "7"], extra, None)
+}
+
+fn complete_with(
+    root: &Path,
+    cursor: &[&str],
+    extra: &[&str],
+    stdin: Option<&str>,
+) -> serde_json::Value {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_repohop"))
         .arg("complete")
         .arg(root)
-        .args(["--file", "report.py", "--line", "7", "--json"])
+        .args(["--file", "report.py", "--json"])
+        .args(cursor)
         .args(extra)
-        .output()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -55,10 +73,103 @@ fn the_imported_method_name_comes_from_saracoders_context() {
     assert!(!prompt.contains("return shape."));
     assert_eq!(sara["eaid"]["entities"][0]["qualname"], "geometry.Polygon");
     assert!(sara["retrieval"]["candidates"].as_u64().unwrap() > 0);
+    // Generation stopped at the end of the statement, not at the token limit.
+    assert!(sara["generated_tokens"].as_u64().unwrap() < 64, "{sara:#}");
+
+    // An editor sends the file up to the cursor: the same completion.
+    let above: String = REPORT.lines().take(6).map(|l| format!("{l}\n")).collect();
+    let piped = complete_with(dir.path(), &["--stdin"], &[], Some(&above));
+    assert_eq!(piped["completion"], sara["completion"], "{piped:#}");
 
     // The unfinished code alone does not name the method.
     let none = complete(dir.path(), &["--method", "none"]);
     let line = none["completion"].as_str().unwrap();
     assert!(!line.contains("outline_span_total"), "{none:#}");
     assert!(none["retrieval"].is_null());
+}
+
+#[test]
+fn the_baselines_complete_on_the_same_machinery() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("geometry.py"), GEOMETRY).unwrap();
+    std::fs::write(dir.path().join("report.py"), REPORT).unwrap();
+    for method in ["vanilla", "repocoder", "graphcoder"] {
+        let r = complete(dir.path(), &["--method", method]);
+        assert_eq!(r["method"], method);
+        assert!(r["eaid"].is_null(), "{method}: EAID is SaraCoder's");
+        assert!(r["retrieval"]["picks"].as_array().unwrap().len() <= 4);
+        assert!(
+            !r["completion"].as_str().unwrap().trim().is_empty(),
+            "{r:#}"
+        );
+        // RepoCoder's second round searched with the first round's line.
+        assert_eq!(r["first_round"].is_string(), method == "repocoder", "{r:#}");
+    }
+    let r = complete(dir.path(), &["--no-ccg", "--no-eaid"]);
+    assert_eq!(r["method"], "saracoder-noeaid-noccg");
+    assert!(r["retrieval"]["picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["dsed"].is_null()));
+}
+
+#[test]
+fn a_line_run_scores_resumes_and_refuses_other_settings() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("demo");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("geometry.py"), GEOMETRY).unwrap();
+    std::fs::write(project.join("report.py"), REPORT).unwrap();
+    let tasks = root.path().join("lines.jsonl");
+    std::fs::write(
+        &tasks,
+        concat!(
+            r#"{"repo": "demo", "file": "report.py", "line": 7, "ground_truth": "    return shape.outline_span_total()", "split": "cross_file"}"#,
+            "\n",
+            r#"{"repo": "demo", "file": "geometry.py", "line": 3, "ground_truth": "        self.sides = sides", "split": "in_file"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let out = root.path().join("run");
+    let eval = |method: &str| {
+        Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args(["eval", "--json", "--quiet", "--method", method, "--tasks"])
+            .arg(&tasks)
+            .arg("--source-root")
+            .arg(root.path())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let first = eval("graphcoder");
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!((s["total"].as_u64(), s["ran"].as_u64()), (Some(2), Some(2)));
+    assert_eq!(s["by_split"]["cross_file"]["tasks"], 1);
+    assert_eq!(s["by_repo"]["demo"]["tasks"], 2);
+    for k in ["em", "es", "id_em", "id_f1"] {
+        let v = s["all"]["cceval"][k].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&v), "{k} {v}");
+    }
+    // Nothing is written into the project.
+    assert!(!project.join(".repohop").exists());
+
+    let again = eval("graphcoder");
+    let s: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    assert_eq!(
+        (s["ran"].as_u64(), s["resumed"].as_u64()),
+        (Some(0), Some(2))
+    );
+
+    let other = eval("vanilla");
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("was made with graphcoder"), "{err}");
 }

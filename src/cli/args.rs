@@ -78,3 +78,43 @@ pub struct EmbedArgs {
     #[arg(long, default_value = "cpu")]
     pub device: String,
 }
+
+/// Switches of line completion: shared by `complete` and `eval` over line tasks.
+#[derive(Args, Debug, Clone)]
+pub struct LineArgs {
+    /// Snippets in the prompt.
+    #[arg(long, default_value_t = 4)]
+    pub top_k: usize,
+    /// SaraCoder without the imported entities and external names (the paper's "w/o EAID").
+    #[arg(long)]
+    pub no_eaid: bool,
+    /// SaraCoder keeping the top-k slices by Jaccard, without SAD, RAP, TPM and MMR.
+    #[arg(long)]
+    pub no_hfop: bool,
+    /// SaraCoder over sliding windows instead of context-graph slices (no structural score).
+    #[arg(long)]
+    pub no_ccg: bool,
+    /// Prompt tokens (the unfinished code takes at most half).
+    #[arg(long, default_value_t = 2048)]
+    pub budget: usize,
+}
+
+impl LineArgs {
+    pub fn options(
+        &self,
+        method: repohop::generate::complete::LineMethod,
+    ) -> repohop::generate::complete::CompleteOptions {
+        repohop::generate::complete::CompleteOptions {
+            method,
+            retrieval: repohop::retrieve::saracoder::Options {
+                top_k: self.top_k,
+                ..Default::default()
+            },
+            eaid: !self.no_eaid,
+            hfop: !self.no_hfop,
+            ccg: !self.no_ccg,
+            budget: self.budget,
+            ..Default::default()
+        }
+    }
+}

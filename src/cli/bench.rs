@@ -19,6 +19,9 @@ pub enum Cmd {
     /// Embedding throughput on a repository's functions, cold and warm, against
     /// sentence-transformers in the same run; top-k latency on 100k random vectors.
     Embed(super::search::BenchArgs),
+    /// Line completion without the LLM: codebase build, retrieval latency per cursor for
+    /// vanilla, GraphCoder and SaraCoder (cold and warm), prompt tokens at top-k 1, 4, 10.
+    Lines(super::bench_lines::BenchLinesArgs),
     /// Index a generated Python corpus: cold (no cache), warm (no change), parse only, and
     /// Python's `ast` on the same files (benches/ast_parse.py) for the ratio.
     Index {
@@ -41,6 +44,7 @@ pub fn run(cmd: Cmd) -> Result<()> {
     match cmd {
         Cmd::Llm(args) => super::llm::bench(args),
         Cmd::Embed(args) => super::search::bench(args),
+        Cmd::Lines(args) => super::bench_lines::bench(args),
         Cmd::Index {
             lines,
             runs,

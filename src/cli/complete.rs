@@ -1,14 +1,16 @@
-//! `repohop complete`: complete the line at a cursor (SaraCoder or the unfinished code alone).
+//! `repohop complete`: complete the line at a cursor (SaraCoder, its baselines, or the
+//! unfinished code alone).
 
-use anyhow::{Context, Result};
+use std::io::Read;
+
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::embed;
-use repohop::generate::complete::{complete_line, CompleteOptions, LineMethod};
+use repohop::generate::complete::{Completer, LineMethod};
 use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
-use repohop::retrieve::saracoder::Options;
 
-use super::args::{EmbedArgs, RepoArgs};
+use super::args::{EmbedArgs, LineArgs, RepoArgs};
 
 #[derive(Args, Debug)]
 pub struct CompleteArgs {
@@ -19,22 +21,16 @@ pub struct CompleteArgs {
     pub file: String,
     /// The line to complete (1-based): the code above it is the context, it and everything
     /// below are hidden.
-    #[arg(long)]
-    pub line: usize,
+    #[arg(long, required_unless_present = "stdin")]
+    pub line: Option<usize>,
+    /// Read the unfinished file from standard input, as an editor sends it: the cursor is at
+    /// its end (`--file` names it; imported entities come from the repository's copy).
+    #[arg(long, conflicts_with = "line")]
+    pub stdin: bool,
     #[arg(long, value_enum, default_value = "saracoder")]
     pub method: LineMethod,
-    /// Snippets in the prompt.
-    #[arg(long, default_value_t = 4)]
-    pub top_k: usize,
-    /// Leave out the imported entities and external names (the paper's "w/o EAID").
-    #[arg(long)]
-    pub no_eaid: bool,
-    /// Keep the top-k slices by Jaccard similarity, without SAD, RAP, TPM and MMR.
-    #[arg(long)]
-    pub no_hfop: bool,
-    /// Prompt tokens (the unfinished code takes at most half).
-    #[arg(long, default_value_t = 2048)]
-    pub budget: usize,
+    #[command(flatten)]
+    pub line_args: LineArgs,
     #[arg(long, default_value = DEFAULT_GENERATOR)]
     pub model: String,
     #[command(flatten)]
@@ -45,43 +41,53 @@ pub struct CompleteArgs {
 }
 
 pub fn run(args: CompleteArgs) -> Result<()> {
-    let repo = args.repo.open()?;
-    let embedder = match args.method {
-        LineMethod::Saracoder => {
-            let device = embed::parse_device(&args.embed.device)?;
-            Some(embed::load(&args.embed.embed_model, &device)?)
+    let opts = args.line_args.options(args.method);
+    let unfinished = if args.stdin {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the unfinished file from standard input")?;
+        if text.trim().is_empty() {
+            bail!("--stdin: standard input is empty; send the file's text up to the cursor");
         }
-        LineMethod::None => None,
+        Some(text)
+    } else {
+        None
+    };
+    let repo = args.repo.open()?;
+    let embedder = if opts.needs_embedder() {
+        let device = embed::parse_device(&args.embed.device)?;
+        Some(embed::load(&args.embed.embed_model, &device)?)
+    } else {
+        None
     };
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
         .with_context(|| format!("cannot load the model {}", args.model))?;
-    let opts = CompleteOptions {
-        method: args.method,
-        retrieval: Options {
-            top_k: args.top_k,
-            hfop: !args.no_hfop,
-            ..Options::default()
-        },
-        eaid: !args.no_eaid,
-        budget: args.budget,
-        ..CompleteOptions::default()
+    let embedder = embedder.as_ref().map(|e| e as &dyn embed::Embedder);
+    let mut completer = Completer::new(std::sync::Arc::new(repo));
+    let done = match (&unfinished, args.line) {
+        (Some(text), _) => {
+            completer.complete_unfinished(&mut llm, embedder, &args.file, text, &opts)?
+        }
+        (None, Some(line)) => {
+            completer.complete_line(&mut llm, embedder, &args.file, line, &opts)?
+        }
+        (None, None) => bail!("give --line N or --stdin"),
     };
-    let done = complete_line(
-        &mut llm,
-        embedder.as_ref().map(|e| e as &dyn embed::Embedder),
-        &repo,
-        &args.file,
-        args.line,
-        &opts,
-    )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&done)?);
         return Ok(());
     }
     if let Some(r) = &done.retrieval {
         eprintln!(
-            "retrieval: {} candidates, SAD kept {}, RAP dropped {}, {} in the prompt ({:.0} ms)",
-            r.candidates, r.sad_kept, r.rap_dropped, done.prompt.snippets_shown, done.retrieve_ms
+            "{}: {} candidates, SAD kept {}, RAP dropped {}, {} in the prompt ({:.0} ms retrieval, {:.0} ms building the codebase)",
+            done.method,
+            r.candidates,
+            r.sad_kept,
+            r.rap_dropped,
+            done.prompt.snippets_shown,
+            done.retrieve_ms,
+            done.codebase_ms
         );
     }
     eprintln!(

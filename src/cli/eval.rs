@@ -8,12 +8,15 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
 use repohop::eval::line_metrics::score_lines;
+use repohop::eval::lines::{run_lines, LineRunConfig};
 use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
+use repohop::generate::complete::LineMethod;
+use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::retrieve::dyretriever::ExpandMode;
 
-use super::args::EmbedArgs;
+use super::args::{EmbedArgs, LineArgs};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -26,9 +29,13 @@ pub struct EvalArgs {
     /// Score this DevEval-format `{namespace, completion}` JSONL instead of generating.
     #[arg(long, conflicts_with = "method")]
     completions: Option<PathBuf>,
-    /// Generate with this method: reference, not-implemented, direct, dense, dyretriever, dycoder.
+    /// Generate with this method: reference, not-implemented, direct, dense, simplerag,
+    /// dyretriever, dycoder; for line tasks none, vanilla, repocoder, graphcoder, saracoder.
     #[arg(long)]
     method: Option<String>,
+    /// Line tasks: retrieval switches and prompt budget.
+    #[command(flatten)]
+    line: LineArgs,
     /// Generator model for methods that generate: alias, local path or Hugging Face repo id.
     #[arg(long, default_value = repohop::models::DEFAULT_GENERATOR)]
     model: String,
@@ -107,6 +114,63 @@ pub struct ReportArgs {
     /// report them as one. Refuses different methods, task files or timeouts, and overlaps.
     #[arg(long)]
     merge: bool,
+}
+
+#[derive(Args)]
+pub struct SampleArgs {
+    /// Folder the repositories are in (DevEval's Source_Code).
+    #[arg(long)]
+    source_root: PathBuf,
+    /// A repository, relative to the source root (repeat for several).
+    #[arg(long = "repo", required = true)]
+    repos: Vec<String>,
+    /// Cursors per repository.
+    #[arg(long, default_value_t = 100)]
+    per_repo: usize,
+    /// Share of cursors whose line uses a name imported from the repository.
+    #[arg(long, default_value_t = 0.5)]
+    cross_share: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the tasks here (JSONL) instead of standard output.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// Draws line-completion cursors (RepoEval style) and prints them as line tasks.
+pub fn run_sample(args: SampleArgs) -> Result<()> {
+    use repohop::eval::sample::{cursors, draw};
+    let opts = repohop::repo::IndexOptions {
+        use_cache: false,
+        ..Default::default()
+    };
+    let mut out = String::new();
+    for name in &args.repos {
+        let root = args.source_root.join(name);
+        let repo = repohop::repo::Repository::open(&root, &opts)
+            .with_context(|| format!("cannot index {}", root.display()))?;
+        let all = cursors(&repo, name);
+        let cross = all
+            .iter()
+            .filter(|t| t.split.as_deref() == Some("cross_file"))
+            .count();
+        let picked = draw(all.clone(), args.per_repo, args.cross_share, args.seed);
+        eprintln!(
+            "{name}: {} cursors ({cross} cross-file), {} drawn",
+            all.len(),
+            picked.len()
+        );
+        for t in picked {
+            out.push_str(&serde_json::to_string(&t)?);
+            out.push('\n');
+        }
+    }
+    match &args.out {
+        Some(p) => repohop::fsutil::write_atomic(p, out.as_bytes())
+            .with_context(|| format!("cannot write {}", p.display()))?,
+        None => print!("{out}"),
+    }
+    Ok(())
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -220,11 +284,15 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     Ok(())
 }
 
-/// Line tasks: no tests to run, only EM / ES / ID-EM / ID-F1 in both definitions.
+/// Line tasks: no tests to run, only EM / ES / ID-EM / ID-F1 in both definitions, of given
+/// predictions or of a method's.
 fn score_line_tasks(args: &EvalArgs, lines: &[tasks::LineTask]) -> Result<()> {
+    if let Some(m) = &args.method {
+        return run_line_method(args, m);
+    }
     let Some(path) = &args.completions else {
         bail!(
-            "{} holds line tasks: score predictions with --completions FILE ({{\"id\", \"completion\"}} JSONL)",
+            "{} holds line tasks: give --method M or score predictions with --completions FILE ({{\"id\", \"completion\"}} JSONL)",
             args.tasks.display()
         );
     };
@@ -245,6 +313,94 @@ fn score_line_tasks(args: &EvalArgs, lines: &[tasks::LineTask]) -> Result<()> {
             100.0 * m.id_f1
         );
     }
+    Ok(())
+}
+
+/// Generates and scores line tasks with a line-completion method.
+fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
+    use clap::ValueEnum;
+    let m = LineMethod::from_str(method, true).map_err(|_| {
+        anyhow::anyhow!(
+            "--method {method}: line tasks take none, vanilla, repocoder, graphcoder or saracoder"
+        )
+    })?;
+    let options = args.line.options(m);
+    if !args.source_root.is_dir() {
+        bail!(
+            "--source-root {}: not a directory (it should hold the repositories the tasks name)",
+            args.source_root.display()
+        );
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("eval-runs").join(options.variant_name()));
+    let embedder = if options.needs_embedder() {
+        let device = repohop::embed::parse_device(&args.embed.device)?;
+        Some(repohop::embed::load(&args.embed.embed_model, &device)?)
+    } else {
+        None
+    };
+    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
+        .with_context(|| format!("cannot load the model {}", args.model))?;
+    install_stop_handler();
+    let cfg = LineRunConfig {
+        tasks_file: args.tasks.clone(),
+        source_root: args.source_root.clone(),
+        out: out.clone(),
+        options,
+        limit: args.limit,
+        shard: args.shard.as_deref().map(parse_shard).transpose()?,
+        cancel: &STOP,
+        progress: !args.quiet,
+    };
+    let embedder = embedder
+        .as_ref()
+        .map(|e| e as &dyn repohop::embed::Embedder);
+    let s = match run_lines(&cfg, &mut llm, embedder) {
+        Ok(s) => s,
+        Err(e) if STOP.load(Ordering::SeqCst) => {
+            eprintln!("{e}");
+            std::process::exit(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(());
+    }
+    println!(
+        "{}: {} line tasks ({} run now, {} resumed, {} errors) · {:.0} s wall",
+        s.method, s.total, s.ran, s.resumed, s.errors, s.wall_seconds
+    );
+    println!("| group | tasks | EM % | ES % | ID-EM % | ID-F1 % | GC EM % | GC ES % | GC ID-EM % | GC ID-F1 % |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let groups = std::iter::once(("all".to_string(), &s.all))
+        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
+        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
+    for (name, g) in groups {
+        let pct = |m: &repohop::eval::line_metrics::LineScores| {
+            format!(
+                "{:.2} | {:.2} | {:.2} | {:.2}",
+                100.0 * m.em,
+                100.0 * m.es,
+                100.0 * m.id_em,
+                100.0 * m.id_f1
+            )
+        };
+        println!(
+            "| {name} | {} | {} | {} |",
+            g.tasks,
+            pct(&g.cceval),
+            pct(&g.graphcoder)
+        );
+    }
+    println!(
+        "retrieval {:.1} ms median per cursor (codebase build up to {:.0} ms) · generation {:.0} ms median · {:.0} prompt tokens mean",
+        s.retrieve_ms_median, s.codebase_ms_max, s.generate_ms_median, s.prompt_tokens_mean
+    );
+    println!("(EM/ES/ID: CrossCodeEval's definitions; GC: GraphCoder's)");
+    println!("run directory: {}", out.display());
     Ok(())
 }
 

@@ -167,11 +167,7 @@ pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
 }
 
 /// Tasks this run covers: the shard, then the first `limit` of it.
-pub fn select(
-    tasks: Vec<FunctionTask>,
-    shard: Option<(usize, usize)>,
-    limit: Option<usize>,
-) -> Vec<FunctionTask> {
+pub fn select<T>(tasks: Vec<T>, shard: Option<(usize, usize)>, limit: Option<usize>) -> Vec<T> {
     tasks
         .into_iter()
         .enumerate()

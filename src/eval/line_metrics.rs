@@ -414,6 +414,7 @@ mod tests {
             file: "m.py".into(),
             line: 1,
             ground_truth: truth.into(),
+            split: None,
         };
         let tasks = [task("a", "x = 1"), task("b", "y = 2")];
         let preds = HashMap::from([("a".to_string(), "x = 1\nz = 0".to_string())]);

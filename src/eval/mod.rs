@@ -1,15 +1,18 @@
 //! Evaluation: DevEval-format task loading, Pass@1 by running the project's own tests in a
-//! throwaway copy, dependency recall, line-level metrics, batch runs and reports.
+//! throwaway copy, dependency recall, line-level metrics and line-completion runs, batch runs
+//! and reports.
 
 pub mod batch;
 pub mod body;
 pub mod line_metrics;
+pub mod lines;
 pub mod locate;
 pub mod method;
 pub mod metrics;
 pub mod pipelines;
 pub mod report;
 pub mod runner;
+pub mod sample;
 pub mod sandbox;
 pub mod tasks;
 

@@ -142,6 +142,10 @@ pub struct LineTask {
     pub file: String,
     pub line: usize,
     pub ground_truth: String,
+    /// Which part of a set the cursor belongs to (`in_file`, `cross_file`); results are
+    /// reported per split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,6 +172,8 @@ struct NativeLine {
     file: String,
     line: usize,
     ground_truth: String,
+    #[serde(default)]
+    split: Option<String>,
 }
 
 /// Reads a task file; every malformed record is reported with its file and line.
@@ -242,6 +248,13 @@ pub fn parse_tasks(text: &str, path: &Path) -> Result<Vec<Task>, EvalError> {
             if n.line == 0 {
                 return Err(err("`line` is 1-based; 0 is not a line".into()));
             }
+            for p in [&n.repo, &n.file] {
+                if Path::new(p).is_absolute() || p.split('/').any(|c| c == "..") {
+                    return Err(err(format!(
+                        "`{p}` must be a relative path inside the source root, without `..`"
+                    )));
+                }
+            }
             let id =
                 n.id.unwrap_or_else(|| format!("{}:{}", join_rel(&n.repo, &n.file), n.line));
             Task::Line(LineTask {
@@ -250,6 +263,7 @@ pub fn parse_tasks(text: &str, path: &Path) -> Result<Vec<Task>, EvalError> {
                 file: n.file,
                 line: n.line,
                 ground_truth: n.ground_truth,
+                split: n.split,
             })
         } else {
             return Err(err("unrecognised record: expected DevEval fields (namespace, project_path, ...), a function task (repo, file, target, tests) or a line task (repo, file, line, ground_truth)".into()));

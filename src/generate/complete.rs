@@ -1,35 +1,65 @@
-//! Line completion at a cursor: retrieve (SaraCoder or nothing), build the line prompt, let the
-//! model continue the unfinished code, keep its first complete statement.
+//! Line completion at a cursor: retrieve (SaraCoder, one of its baselines, or nothing), build
+//! the line prompt, let the model continue the unfinished code until its first complete
+//! statement.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::line::{line_prompt, LinePrompt};
-use crate::embed::{EmbedError, Embedder};
+use crate::embed::Embedder;
+use crate::graph::SliceLimits;
 use crate::llm::{GenerateRequest, Llm, LlmError, Prompt};
 use crate::repo::lang::lexical::first_statement;
 use crate::repo::model::Lang;
 use crate::repo::Repository;
 use crate::retrieve::saracoder::eaid::{eaid, Eaid};
-use crate::retrieve::saracoder::{retrieve, Codebase, Options, Retrieval};
+use crate::retrieve::saracoder::{
+    cut_before, retrieve, Codebase, Options, Rank, Retrieval, RetrieveError, Units,
+};
 
 /// Which retrieval feeds the prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LineMethod {
     /// The unfinished code alone.
     None,
+    /// RepoCoder's sliding windows (20 lines every 10), the best by Jaccard similarity.
+    Vanilla,
+    /// Vanilla retrieval, a first completion, then retrieval again with the completed line.
+    Repocoder,
+    /// GraphCoder: context-graph slices, the best ten by Jaccard reranked by D-SED.
+    Graphcoder,
     /// Slices through SaraCoder's layers, plus the imported entities (EAID).
     Saracoder,
+}
+
+impl LineMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LineMethod::None => "none",
+            LineMethod::Vanilla => "vanilla",
+            LineMethod::Repocoder => "repocoder",
+            LineMethod::Graphcoder => "graphcoder",
+            LineMethod::Saracoder => "saracoder",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct CompleteOptions {
     pub method: LineMethod,
+    /// `top_k`, pool and weights; the ranking follows from the method and switches.
     pub retrieval: Options,
-    /// Imported entities and external names in the prompt (`--no-eaid` turns them off).
+    pub limits: SliceLimits,
+    /// SaraCoder: imported entities and external names in the prompt (`--no-eaid`).
     pub eaid: bool,
+    /// SaraCoder: the hierarchical layers (`--no-hfop`: the best by Jaccard).
+    pub hfop: bool,
+    /// SaraCoder: context-graph slices (`--no-ccg`: windows, no structural score).
+    pub ccg: bool,
     /// Prompt tokens; the unfinished code takes at most half.
     pub budget: usize,
     pub max_new_tokens: usize,
@@ -40,12 +70,64 @@ impl Default for CompleteOptions {
         Self {
             method: LineMethod::Saracoder,
             retrieval: Options::default(),
+            limits: SliceLimits::default(),
             eaid: true,
+            hfop: true,
+            ccg: true,
             // The paper's window (A.5.2).
             budget: 2048,
-            // One statement; long calls span a few lines.
+            // One statement; generation stops at its end, long calls span a few lines.
             max_new_tokens: 64,
         }
+    }
+}
+
+impl CompleteOptions {
+    /// The units, ranking and EAID switch the method and its switches come to; `None` for no
+    /// retrieval.
+    pub fn plan(&self) -> Option<(Units, Rank, bool)> {
+        match self.method {
+            LineMethod::None => None,
+            LineMethod::Vanilla | LineMethod::Repocoder => {
+                Some((Units::Windows, Rank::Jaccard, false))
+            }
+            LineMethod::Graphcoder => Some((Units::Slices, Rank::Dsed, false)),
+            LineMethod::Saracoder => Some((
+                if self.ccg {
+                    Units::Slices
+                } else {
+                    Units::Windows
+                },
+                if self.hfop { Rank::Hfop } else { Rank::Jaccard },
+                self.eaid,
+            )),
+        }
+    }
+
+    /// Whether the method needs an embedder.
+    pub fn needs_embedder(&self) -> bool {
+        matches!(self.plan(), Some((_, Rank::Hfop, _)))
+    }
+
+    /// The method with its switches, as runs are named: `saracoder-noeaid-noccg`.
+    pub fn variant_name(&self) -> String {
+        let mut name = self.method.as_str().to_string();
+        if self.method == LineMethod::Saracoder {
+            for (on, tag) in [
+                (self.eaid, "noeaid"),
+                (self.hfop, "nohfop"),
+                (self.ccg, "noccg"),
+            ] {
+                if !on {
+                    name.push('-');
+                    name.push_str(tag);
+                }
+            }
+        }
+        if self.retrieval.top_k != Options::default().top_k && self.method != LineMethod::None {
+            name.push_str(&format!("-top{}", self.retrieval.top_k));
+        }
+        name
     }
 }
 
@@ -59,76 +141,183 @@ pub enum CompleteError {
         line: usize,
         lines: usize,
     },
-    #[error("the saracoder method needs an embedder")]
-    NoEmbedder,
     #[error(transparent)]
-    Embed(#[from] EmbedError),
+    Retrieve(#[from] RetrieveError),
     #[error(transparent)]
     Llm(#[from] LlmError),
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LineCompletion {
+    pub method: String,
     /// The first complete statement of the model's continuation.
     pub completion: String,
     /// What the model wrote before the cut.
     pub raw: String,
+    /// RepoCoder: the first round's completion, whose line the second retrieval used.
+    pub first_round: Option<String>,
     pub prompt: LinePrompt,
     pub retrieval: Option<Retrieval>,
     pub eaid: Option<Eaid>,
+    /// Building the repository's codebase (0 when an earlier cursor built it).
+    pub codebase_ms: f64,
     pub retrieve_ms: f64,
     pub generate_ms: f64,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
 }
 
-/// Completes the line `line` (1-based) of `path`: the code above it is the unfinished code,
-/// everything from it on is hidden from retrieval and prompt.
-pub fn complete_line(
-    llm: &mut dyn Llm,
-    embedder: Option<&dyn Embedder>,
-    repo: &Repository,
-    path: &str,
-    line: usize,
-    opts: &CompleteOptions,
-) -> Result<LineCompletion, CompleteError> {
-    let file = repo
-        .file_id(path)
-        .map(|f| repo.file(f))
-        .filter(|f| f.lang == Some(Lang::Python))
-        .ok_or_else(|| CompleteError::NotPython(path.to_string()))?;
-    let text = file.text.as_deref().unwrap_or_default();
-    let lines = text.lines().count();
-    if line == 0 || line > lines + 1 {
-        return Err(CompleteError::PastEnd {
-            path: path.to_string(),
-            line,
-            lines,
-        });
-    }
-    let unfinished = crate::retrieve::saracoder::cut_before(text, line);
+/// Completes cursors of one repository, building each kind of codebase once (for one set of
+/// slice limits: make a new completer for others).
+pub struct Completer {
+    repo: Arc<Repository>,
+    codebases: HashMap<Units, Codebase>,
+}
 
-    let started = Instant::now();
-    let (retrieval, external) = match opts.method {
-        LineMethod::None => (None, None),
-        LineMethod::Saracoder => {
-            let embedder = embedder.ok_or(CompleteError::NoEmbedder)?;
-            let codebase = Codebase::build(repo, path, unfinished, &opts.retrieval.limits);
-            let r = retrieve(&codebase, embedder, &opts.retrieval)?;
-            let e = opts.eaid.then(|| eaid(repo, path, line));
-            (Some(r), e)
+impl Completer {
+    pub fn new(repo: Arc<Repository>) -> Self {
+        Self {
+            repo,
+            codebases: HashMap::new(),
         }
-    };
-    let retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
+    }
 
+    pub fn repository(&self) -> &Repository {
+        &self.repo
+    }
+
+    /// Completes the line `line` (1-based) of `path`: the code above it is the unfinished
+    /// code, everything from it on is hidden from retrieval and prompt.
+    pub fn complete_line(
+        &mut self,
+        llm: &mut dyn Llm,
+        embedder: Option<&dyn Embedder>,
+        path: &str,
+        line: usize,
+        opts: &CompleteOptions,
+    ) -> Result<LineCompletion, CompleteError> {
+        let repo = Arc::clone(&self.repo);
+        let file = repo
+            .file_id(path)
+            .map(|f| repo.file(f))
+            .filter(|f| f.lang == Some(Lang::Python))
+            .ok_or_else(|| CompleteError::NotPython(path.to_string()))?;
+        let text = file.text.as_deref().unwrap_or_default();
+        let lines = text.lines().count();
+        if line == 0 || line > lines + 1 {
+            return Err(CompleteError::PastEnd {
+                path: path.to_string(),
+                line,
+                lines,
+            });
+        }
+        self.complete_unfinished(llm, embedder, path, cut_before(text, line), opts)
+    }
+
+    /// Completes the code `unfinished` of a file at `path` (given by an editor: it need not
+    /// match the file on disk, nor exist there). The cursor is at its end. Imported entities
+    /// come from the repository's own copy of the file, above the cursor's line.
+    pub fn complete_unfinished(
+        &mut self,
+        llm: &mut dyn Llm,
+        embedder: Option<&dyn Embedder>,
+        path: &str,
+        unfinished: &str,
+        opts: &CompleteOptions,
+    ) -> Result<LineCompletion, CompleteError> {
+        if !path.ends_with(".py") {
+            return Err(CompleteError::NotPython(path.to_string()));
+        }
+        let plan = opts.plan();
+        if matches!(plan, Some((_, Rank::Hfop, _))) && embedder.is_none() {
+            return Err(RetrieveError::NoEmbedder.into());
+        }
+        let repo = &*self.repo;
+        let started = Instant::now();
+        let codebase = match plan {
+            Some((units, _, _)) => Some(
+                &*self
+                    .codebases
+                    .entry(units)
+                    .or_insert_with(|| Codebase::build(repo, units, &opts.limits)),
+            ),
+            None => None,
+        };
+        let codebase_ms = started.elapsed().as_secs_f64() * 1e3;
+        let cursor_line = unfinished.lines().count() + 1;
+
+        let started = Instant::now();
+        let mut cursor = codebase.map(|c| c.cursor(path, unfinished));
+        let retrieval_opts = Options {
+            rank: plan.map_or(Rank::Jaccard, |p| p.1),
+            ..opts.retrieval.clone()
+        };
+        let mut retrieval = match &cursor {
+            Some(c) => Some(retrieve(c, embedder, &retrieval_opts)?),
+            None => None,
+        };
+        let external = plan.filter(|p| p.2).map(|_| eaid(repo, path, cursor_line));
+        let mut retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
+
+        let mut done = generate(llm, retrieval.as_ref(), external.as_ref(), unfinished, opts)?;
+        let mut first_round = None;
+        if let (LineMethod::Repocoder, Some(c)) = (opts.method, cursor.as_mut()) {
+            let started = Instant::now();
+            c.requery(unfinished, &done.completion);
+            retrieval = Some(retrieve(c, embedder, &retrieval_opts)?);
+            retrieve_ms += started.elapsed().as_secs_f64() * 1e3;
+            let second = generate(llm, retrieval.as_ref(), external.as_ref(), unfinished, opts)?;
+            let first = std::mem::replace(&mut done, second);
+            // Both rounds' cost counts.
+            done.prompt_tokens += first.prompt_tokens;
+            done.generated_tokens += first.generated_tokens;
+            done.generate_ms += first.generate_ms;
+            first_round = Some(first.completion);
+        }
+        let (prompt_tokens, generated_tokens, generate_ms) =
+            (done.prompt_tokens, done.generated_tokens, done.generate_ms);
+        Ok(LineCompletion {
+            method: opts.variant_name(),
+            completion: done.completion,
+            raw: done.raw,
+            first_round,
+            prompt: done.prompt,
+            retrieval,
+            eaid: external,
+            codebase_ms,
+            retrieve_ms,
+            generate_ms,
+            prompt_tokens,
+            generated_tokens,
+        })
+    }
+}
+
+/// One prompt and one generation.
+struct Generated {
+    completion: String,
+    raw: String,
+    prompt: LinePrompt,
+    prompt_tokens: usize,
+    generated_tokens: usize,
+    generate_ms: f64,
+}
+
+fn generate(
+    llm: &mut dyn Llm,
+    retrieval: Option<&Retrieval>,
+    external: Option<&Eaid>,
+    unfinished: &str,
+    opts: &CompleteOptions,
+) -> Result<Generated, CompleteError> {
+    let picks = retrieval.map_or(&[][..], |r| &r.picks[..]);
     let count = |s: &str| {
         llm.count_tokens(&Prompt::Text(s.to_string()))
             .unwrap_or(s.len() / 3)
     };
-    let picks = retrieval.as_ref().map_or(&[][..], |r| &r.picks[..]);
     let prompt = line_prompt(
         picks,
-        external.as_ref().unwrap_or(&Eaid::default()),
+        external.unwrap_or(&Eaid::default()),
         unfinished,
         Lang::Python,
         opts.budget,
@@ -136,21 +325,19 @@ pub fn complete_line(
     );
     let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
     request.max_new_tokens = opts.max_new_tokens;
+    request.until_statement = Some(Lang::Python);
     let started = Instant::now();
     let response = llm.generate(&request)?;
     let generate_ms = started.elapsed().as_secs_f64() * 1e3;
     let completion = first_statement(response.text.trim_start_matches('\n'), Lang::Python)
         .trim_end()
         .to_string();
-    Ok(LineCompletion {
+    Ok(Generated {
         completion,
-        raw: response.text.clone(),
+        raw: response.text,
         prompt,
-        retrieval,
-        eaid: external,
-        retrieve_ms,
-        generate_ms,
         prompt_tokens: response.prompt_tokens,
         generated_tokens: response.generated_tokens,
+        generate_ms,
     })
 }

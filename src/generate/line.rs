@@ -3,7 +3,8 @@
 //! style, so that the model's natural continuation is the next line of the unfinished code.
 //! Snippets come in ascending relevance (the most relevant nearest the cursor), each headed by
 //! its path. Within the token budget the unfinished code takes at most half (its last lines);
-//! the external symbols come next, then as many snippets as fit, the most relevant first.
+//! the external symbols come next, within a quarter of the budget (the last imports' entities
+//! go first), then as many snippets as fit, the most relevant first.
 
 use serde::Serialize;
 
@@ -20,6 +21,8 @@ pub struct LinePrompt {
     pub context_lines: usize,
     pub context_total_lines: usize,
     pub external_shown: bool,
+    /// Imported entities and external names left out to keep them within their share.
+    pub external_dropped: usize,
 }
 
 fn comment_marker(lang: Lang) -> &'static str {
@@ -78,8 +81,22 @@ pub fn line_prompt(
     let context: String = lines[start..].concat();
 
     let mut left = budget.saturating_sub(used);
-    let eaid = commented(&external.render(), lang);
-    let external_shown = !eaid.is_empty() && count(&eaid) <= left;
+    // The external symbols within their share: entities of the last imports go first, then
+    // names of the table.
+    let share = left.min(budget / 4);
+    let mut shown_external = external.clone();
+    let mut external_dropped = 0;
+    let eaid = loop {
+        let text = commented(&shown_external.render(), lang);
+        if text.is_empty() || count(&text) <= share {
+            break text;
+        }
+        if shown_external.entities.pop().is_none() && shown_external.external.pop().is_none() {
+            break String::new();
+        }
+        external_dropped += 1;
+    };
+    let external_shown = !eaid.is_empty();
     if external_shown {
         left -= count(&eaid);
     }
@@ -114,13 +131,14 @@ pub fn line_prompt(
         context_lines: lines.len() - start,
         context_total_lines: lines.len(),
         external_shown,
+        external_dropped,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::retrieve::saracoder::eaid::External;
+    use crate::retrieve::saracoder::eaid::{Entity, External};
 
     fn pick(path: &str, text: &str, score: f64) -> Pick {
         Pick {
@@ -174,6 +192,30 @@ mod tests {
         assert_eq!((p.snippets_shown, p.snippets_dropped), (1, 1));
         assert!(p.text.contains("best = 1") && !p.text.contains("second = 2"));
         assert!(words(&p.text) <= budget + 10, "header line only");
+    }
+
+    #[test]
+    fn the_external_symbols_keep_to_a_quarter_of_the_budget() {
+        let entity = |name: &str| Entity {
+            qualname: name.into(),
+            kind: "function",
+            path: "lib.py".into(),
+            text: format!("def {name}(a, b, c):\n    return a + b + c"),
+        };
+        let eaid = Eaid {
+            entities: vec![entity("first"), entity("second"), entity("third")],
+            external: Vec::new(),
+        };
+        let all = words(&commented(&eaid.render(), Lang::Python));
+        let p = line_prompt(&[], &eaid, "x = ", Lang::Python, 4 * all, &words);
+        assert_eq!((p.external_shown, p.external_dropped), (true, 0));
+        // A quarter of the budget holds two of the three: the last import's entity goes.
+        let p = line_prompt(&[], &eaid, "x = ", Lang::Python, 4 * (all - 1), &words);
+        assert_eq!((p.external_shown, p.external_dropped), (true, 1));
+        assert!(p.text.contains("def second") && !p.text.contains("def third"));
+        let p = line_prompt(&[], &eaid, "x = ", Lang::Python, 8, &words);
+        assert_eq!((p.external_shown, p.external_dropped), (false, 3));
+        assert_eq!(p.text, "x = ");
     }
 
     #[test]

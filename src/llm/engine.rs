@@ -15,6 +15,8 @@ use super::sample::{argmax_where, sample};
 use super::token_bytes::TokenBytes;
 use super::{chatml, fim_prompt};
 use super::{FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Sampling};
+use crate::repo::lang::lexical::first_statement;
+use crate::repo::model::Lang;
 
 /// Qwen2.5's chat template inserts this when the messages carry no system message.
 const QWEN2_DEFAULT_SYSTEM: &str =
@@ -75,6 +77,14 @@ fn find_stop(text: &[u8], stops: &[String]) -> Option<usize> {
         .filter(|s| !s.is_empty())
         .filter_map(|s| text.windows(s.len()).position(|w| w == s.as_bytes()))
         .min()
+}
+
+/// Byte length of the first complete statement of `text` once the text runs past it; `None`
+/// while the statement is open or the text ends inside a character.
+fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
+    let text = std::str::from_utf8(text).ok()?;
+    let first = first_statement(text, lang);
+    (first.len() < text.len()).then_some(first.len())
 }
 
 impl CandleLlm {
@@ -337,6 +347,12 @@ impl CandleLlm {
             } else if let Some(cut) = find_stop(&out, &req.stop) {
                 out.truncate(cut);
                 break FinishReason::Stop;
+            } else if let Some(cut) = req
+                .until_statement
+                .and_then(|lang| statement_end(&out, lang))
+            {
+                out.truncate(cut);
+                break FinishReason::Stop;
             }
             if resp.tokens.len() >= budget {
                 if let Some(m) = &matcher {
@@ -395,6 +411,23 @@ mod tests {
         let stops = vec!["\n\n".to_string(), "```".to_string(), String::new()];
         assert_eq!(find_stop(b"def f():\n```\n\n", &stops), Some(9));
         assert_eq!(find_stop(b"abc", &stops), None);
+    }
+
+    #[test]
+    fn a_statement_ends_once_the_text_runs_past_it() {
+        assert_eq!(statement_end(b"x = f(a,", Lang::Python), None);
+        assert_eq!(statement_end(b"x = f(a,\n  b)", Lang::Python), None);
+        assert_eq!(statement_end(b"x = f(a,\n  b)\ny", Lang::Python), Some(13));
+        assert_eq!(
+            statement_end(b"\n# note\nreturn x\n", Lang::Python),
+            Some(16)
+        );
+        assert_eq!(statement_end(b"int a = 1;\n", Lang::Java), Some(10));
+        // Cut inside a character: wait for the rest of it.
+        assert_eq!(
+            statement_end(&"x = 'é'\n".as_bytes()[..6], Lang::Python),
+            None
+        );
     }
 
     #[test]

@@ -101,6 +101,10 @@ pub struct GenerateRequest {
     /// Extra stop strings, matched on the decoded text and trimmed from it. Ignored while a
     /// constraint is active (the constraint decides where the answer ends).
     pub stop: Vec<String>,
+    /// Stop once the answer holds a complete statement of this language (its first logical
+    /// line, brackets balanced): line completion wants one statement, not 64 tokens. The text
+    /// is cut after that statement. Ignored while a constraint is active.
+    pub until_statement: Option<crate::repo::model::Lang>,
     pub constraint: Option<Constraint>,
 }
 
@@ -112,6 +116,7 @@ impl GenerateRequest {
             max_new_tokens: 256,
             sampling: Sampling::Greedy,
             stop: Vec::new(),
+            until_statement: None,
             constraint: None,
         }
     }

@@ -1,18 +1,27 @@
-//! Retrieval for a cursor (SaraCoder 3.2, over GraphCoder's slices): every statement of the
-//! repository keys a slice; the slices of the code above the cursor's statement are compared
-//! with them in four layers, each narrowing the last:
-//! 1. candidates: the `top_k × pool` slices of highest Jaccard similarity (A.4.1);
-//! 2. semantic alignment distillation (SAD): cosine of embedder vectors, keeping those at or
-//!    above the 0.75 quantile of the candidates' cosines;
-//! 3. redundancy-aware pruning (RAP): exact duplicates dropped (by a hash of the text; the paper
-//!    uses MD5, any exact hash does);
-//! 4. topological proximity (TPM): `score = α·Jaccard + (1−α)·D-SED similarity`;
-//! 5. diversity-aware reranking: MMR over the scores, vectors' cosines as redundancy, `top_k`.
+//! Retrieval for a cursor, over one codebase of the repository's units (GraphCoder's
+//! context-graph slices, one per statement, or RepoCoder's sliding windows), ranked one of
+//! three ways:
+//! - **Jaccard**: the `top_k` of highest Jaccard similarity of token sets (RepoCoder's vanilla
+//!   retrieval; SaraCoder without HFOP);
+//! - **D-SED** (GraphCoder): the `max(top_k, 10)` best by Jaccard, reranked by decayed subgraph
+//!   edit distance;
+//! - **HFOP** (SaraCoder 3.2), each layer narrowing the last:
+//!   1. candidates: the `top_k × pool` best by Jaccard (A.4.1);
+//!   2. semantic alignment distillation (SAD): cosine of embedder vectors, keeping those at or
+//!      above the 0.75 quantile of the candidates' cosines;
+//!   3. redundancy-aware pruning (RAP): exact duplicates dropped (by a hash of the text; the
+//!      paper uses MD5, any exact hash does);
+//!   4. topological proximity (TPM): `score = α·Jaccard + (1−α)·D-SED similarity` (Jaccard
+//!      alone over windows, which have no graph: the paper's "w/o CCG");
+//!   5. diversity-aware reranking: MMR over the scores, vectors' cosines as redundancy.
 //!
-//! The cursor's file is cut at the cursor: only its lines above take part (as query and as
-//! candidates), and the query's own slice is not a candidate.
+//! The codebase is built once per repository from whole files; a [`Cursor`] replaces the
+//! cursor's file by the code above the cursor, so only those lines take part (as query and as
+//! candidates), and the query itself is not a candidate. Later code of other files is not
+//! hidden (A.4). Candidate vectors are kept between cursors.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -23,6 +32,26 @@ use crate::graph::{slice, Ccg, Slice, SliceLimits};
 use crate::index::vectors::dot;
 use crate::repo::model::Lang;
 use crate::repo::Repository;
+use crate::retrieve::slices::{windows, WINDOW_LINES};
+
+/// What the codebase is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Units {
+    /// One context-graph slice per statement.
+    Slices,
+    /// RepoCoder's windows: 20 lines every 10.
+    Windows,
+}
+
+/// How candidates are ranked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rank {
+    Jaccard,
+    Dsed,
+    Hfop,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Options {
@@ -36,10 +65,7 @@ pub struct Options {
     pub alpha: f64,
     pub gamma: f64,
     pub lambda: f64,
-    pub limits: SliceLimits,
-    /// Hierarchical feature optimisation (layers 2–5); off, the `top_k` best by Jaccard are
-    /// kept (the paper's "w/o HFOP" ablation).
-    pub hfop: bool,
+    pub rank: Rank,
 }
 
 impl Default for Options {
@@ -51,89 +77,197 @@ impl Default for Options {
             alpha: 0.5,
             gamma: GAMMA,
             lambda: LAMBDA,
-            limits: SliceLimits::default(),
-            hfop: true,
+            rank: Rank::Hfop,
         }
     }
 }
 
-/// A slice of the repository, keyed by the statement it was taken from.
+/// GraphCoder's coarse stage keeps this many by Jaccard before the D-SED rerank.
+const COARSE: usize = 10;
+
+/// Lines of the file after a slice's statement that its snippet shows: what followed a similar
+/// context is what the model needs to see.
+pub const FOLLOW_LINES: usize = 4;
+
+/// Which graph a slice belongs to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum GraphRef {
+    Base(usize),
+    Cursor,
+}
+
+/// One unit of the codebase.
 #[derive(Debug, Clone)]
 pub struct Snippet {
     pub path: String,
-    /// Lines the slice's statements span (1-based, inclusive).
+    /// Lines the key spans (1-based, inclusive).
     pub start_line: usize,
     pub end_line: usize,
+    /// What similarity compares: the slice's statements, or the window's lines.
+    pub key: String,
+    /// What the prompt shows: the key, then (for a slice) the next lines of its file.
     pub text: String,
     tokens: BTreeSet<String>,
-    /// Index in the codebase's graphs.
-    graph: usize,
-    slice: Slice,
+    slice: Option<(GraphRef, Slice)>,
 }
 
-/// Every statement's slice of a repository, the cursor's file cut at the cursor.
+/// Every unit of a repository's Python files.
 pub struct Codebase {
+    pub units: Units,
+    limits: SliceLimits,
     graphs: Vec<Ccg>,
     snippets: Vec<Snippet>,
-    /// The cursor's slice: graph index and slice.
-    query: Option<(usize, Slice)>,
+    /// Embedder vectors of keys (by hash of the key), kept across cursors.
+    vectors: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+}
+
+/// The units of one file's text. `graph` is where its slices' graph will be found.
+fn file_units(
+    path: &str,
+    text: &str,
+    units: Units,
+    limits: &SliceLimits,
+    graph: GraphRef,
+) -> (Option<Ccg>, Vec<Snippet>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let span = |a: usize, b: usize| lines[a - 1..b.min(lines.len())].join("\n");
+    let snippet = |start_line, end_line, key: String, text: String, slice| Snippet {
+        path: path.to_string(),
+        start_line,
+        end_line,
+        tokens: tokens(&key),
+        key,
+        text,
+        slice,
+    };
+    match units {
+        Units::Windows => {
+            let out = windows(lines.len())
+                .into_iter()
+                .filter_map(|(a, b)| {
+                    let t = span(a, b);
+                    (!t.trim().is_empty()).then(|| snippet(a, b, t.clone(), t, None))
+                })
+                .collect();
+            (None, out)
+        }
+        Units::Slices => {
+            let Some(ccg) = Ccg::build(Lang::Python, text) else {
+                return (None, Vec::new());
+            };
+            let out = (0..ccg.statements.len())
+                .map(|target| {
+                    let s = slice(&ccg, target, limits);
+                    let key = s.text(&ccg);
+                    let members = s.statements.iter().map(|&id| &ccg.statements[id]);
+                    let start = members.clone().map(|st| st.start_line).min().unwrap_or(1);
+                    let end = members.map(|st| st.end_line).max().unwrap_or(start);
+                    let mut shown = key.clone();
+                    if end < lines.len() {
+                        shown.push('\n');
+                        shown.push_str(&span(end + 1, end + FOLLOW_LINES));
+                    }
+                    snippet(start, end, key, shown, Some((graph, s)))
+                })
+                .collect();
+            (Some(ccg), out)
+        }
+    }
 }
 
 impl Codebase {
-    /// Slices of every Python file of `repo`, the file `path` replaced by `unfinished` (the code
-    /// above the cursor), whose last statement is the query.
-    pub fn build(repo: &Repository, path: &str, unfinished: &str, limits: &SliceLimits) -> Self {
+    /// The units of every Python file of `repo`, whole.
+    pub fn build(repo: &Repository, units: Units, limits: &SliceLimits) -> Self {
         let mut out = Codebase {
+            units,
+            limits: *limits,
             graphs: Vec::new(),
             snippets: Vec::new(),
-            query: None,
+            vectors: Mutex::new(HashMap::new()),
         };
         for file in repo.files() {
             let (Some(Lang::Python), Some(text)) = (file.lang, file.text.as_deref()) else {
                 continue;
             };
-            let cursor_file = file.path == path;
-            let text = if cursor_file { unfinished } else { text };
-            let Some(ccg) = Ccg::build(Lang::Python, text) else {
-                continue;
-            };
-            let g = out.graphs.len();
-            let query = cursor_file
-                .then(|| ccg.statements.len().checked_sub(1))
-                .flatten();
-            for target in 0..ccg.statements.len() {
-                let s = slice(&ccg, target, limits);
-                if query == Some(target) {
-                    out.query = Some((g, s));
-                    continue;
-                }
-                let text = s.text(&ccg);
-                let lines = s.statements.iter().map(|&id| &ccg.statements[id]);
-                let start_line = lines.clone().map(|st| st.start_line).min().unwrap_or(1);
-                let end_line = lines.map(|st| st.end_line).max().unwrap_or(start_line);
-                out.snippets.push(Snippet {
-                    path: file.path.clone(),
-                    start_line,
-                    end_line,
-                    tokens: tokens(&text),
-                    text,
-                    graph: g,
-                    slice: s,
-                });
-            }
-            out.graphs.push(ccg);
+            let g = GraphRef::Base(out.graphs.len());
+            let (ccg, snippets) = file_units(&file.path, text, units, limits, g);
+            out.graphs.extend(ccg);
+            out.snippets.extend(snippets);
         }
         out
     }
 
-    pub fn snippets(&self) -> &[Snippet] {
-        &self.snippets
+    pub fn len(&self) -> usize {
+        self.snippets.len()
     }
 
-    /// The query slice's text, when the code above the cursor has a statement.
-    pub fn query_text(&self) -> Option<String> {
-        self.query.as_ref().map(|(g, s)| s.text(&self.graphs[*g]))
+    pub fn is_empty(&self) -> bool {
+        self.snippets.is_empty()
     }
+
+    /// The codebase as seen from a cursor in `path`, whose code above the cursor is
+    /// `unfinished`: that file's units come from `unfinished`, and the query is its last
+    /// statement's slice (slices) or its last 20 lines (windows).
+    pub fn cursor(&self, path: &str, unfinished: &str) -> Cursor<'_> {
+        let (graph, mut own) =
+            file_units(path, unfinished, self.units, &self.limits, GraphRef::Cursor);
+        let query = match self.units {
+            Units::Slices => own.pop().filter(|_| graph.is_some()),
+            Units::Windows => {
+                let lines = unfinished.lines().count();
+                let first = lines.saturating_sub(WINDOW_LINES) + 1;
+                // Windows overlapping the query would only repeat it.
+                own.retain(|s| s.end_line < first);
+                let text = last_lines(unfinished, WINDOW_LINES);
+                (!text.trim().is_empty()).then(|| Snippet {
+                    path: path.to_string(),
+                    start_line: first,
+                    end_line: lines,
+                    tokens: tokens(&text),
+                    key: text.clone(),
+                    text,
+                    slice: None,
+                })
+            }
+        };
+        Cursor {
+            base: self,
+            path: path.to_string(),
+            graph,
+            own,
+            query,
+        }
+    }
+
+    /// Vectors of `keys`, embedding only those not seen before.
+    fn vectors(&self, embedder: &dyn Embedder, keys: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let hashes: Vec<[u8; 32]> = keys.iter().map(|k| digest(k)).collect();
+        let mut cache = self.vectors.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fresh = HashSet::new();
+        let missing: Vec<usize> = (0..keys.len())
+            .filter(|&i| !cache.contains_key(&hashes[i]) && fresh.insert(hashes[i]))
+            .collect();
+        if !missing.is_empty() {
+            let texts: Vec<&str> = missing.iter().map(|&i| keys[i]).collect();
+            let vs = embedder.embed(&texts, TextKind::Document)?;
+            for (k, &i) in missing.iter().enumerate() {
+                cache.insert(hashes[i], vs.row(k).to_vec());
+            }
+        }
+        Ok(hashes.iter().map(|h| cache[h].clone()).collect())
+    }
+}
+
+fn digest(text: &str) -> [u8; 32] {
+    let mut out = [0; 32];
+    out.copy_from_slice(&Sha256::digest(text.as_bytes()));
+    out
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// The text of the lines before `line` (1-based): the code above a cursor.
@@ -146,6 +280,55 @@ pub fn cut_before(text: &str, line: usize) -> &str {
     &text[..end]
 }
 
+/// A codebase seen from a cursor.
+pub struct Cursor<'a> {
+    base: &'a Codebase,
+    path: String,
+    graph: Option<Ccg>,
+    /// The units of the code above the cursor, the query left out.
+    own: Vec<Snippet>,
+    query: Option<Snippet>,
+}
+
+impl Cursor<'_> {
+    /// The query's text, when the code above the cursor has a statement.
+    pub fn query_text(&self) -> Option<&str> {
+        self.query.as_ref().map(|q| q.key.as_str())
+    }
+
+    /// Every candidate: the other files' units and those of the code above the cursor.
+    pub fn candidates(&self) -> Vec<&Snippet> {
+        self.base
+            .snippets
+            .iter()
+            .filter(|s| s.path != self.path)
+            .chain(&self.own)
+            .collect()
+    }
+
+    /// RepoCoder's second round: the query becomes the last lines of the code above the cursor
+    /// followed by the generated lines, 20 lines in all (windows only; slices keep theirs).
+    pub fn requery(&mut self, unfinished: &str, generated: &str) {
+        if self.base.units != Units::Windows || generated.trim().is_empty() {
+            return;
+        }
+        let joined = format!("{}{}", unfinished, generated.trim_end_matches('\n'));
+        let text = last_lines(&joined, WINDOW_LINES);
+        if let Some(q) = &mut self.query {
+            q.tokens = tokens(&text);
+            q.key = text.clone();
+            q.text = text;
+        }
+    }
+
+    fn graph(&self, r: GraphRef) -> &Ccg {
+        match r {
+            GraphRef::Base(i) => &self.base.graphs[i],
+            GraphRef::Cursor => self.graph.as_ref().expect("cursor slices have a graph"),
+        }
+    }
+}
+
 /// One snippet kept, with the scores that kept it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Pick {
@@ -154,8 +337,9 @@ pub struct Pick {
     pub end_line: usize,
     pub text: String,
     pub jaccard: f64,
-    /// `None` without HFOP.
+    /// HFOP only.
     pub cosine: Option<f64>,
+    /// Over slices, with D-SED or HFOP.
     pub dsed: Option<f64>,
     pub score: f64,
 }
@@ -168,75 +352,92 @@ pub struct Retrieval {
     pub sad_threshold: Option<f64>,
     pub sad_kept: usize,
     pub rap_dropped: usize,
-    /// In MMR order (most relevant first).
+    /// Most relevant first.
     pub picks: Vec<Pick>,
 }
 
-/// Runs the layers for the codebase's query; an empty retrieval when the code above the cursor
-/// has no statement.
+#[derive(Debug, thiserror::Error)]
+pub enum RetrieveError {
+    #[error("SaraCoder's HFOP ranking needs an embedder")]
+    NoEmbedder,
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+}
+
+/// Ranks the cursor's candidates; an empty retrieval when the code above the cursor has no
+/// statement. HFOP needs `embedder`.
 pub fn retrieve(
-    codebase: &Codebase,
-    embedder: &dyn Embedder,
+    cursor: &Cursor,
+    embedder: Option<&dyn Embedder>,
     opts: &Options,
-) -> Result<Retrieval, EmbedError> {
-    let Some((qg, q)) = &codebase.query else {
+) -> Result<Retrieval, RetrieveError> {
+    let Some(q) = &cursor.query else {
         return Ok(Retrieval::default());
     };
-    let qgraph = &codebase.graphs[*qg];
-    let query = q.text(qgraph);
-    let qtokens = tokens(&query);
-    let mut scored: Vec<(usize, f64)> = codebase
-        .snippets
+    let all = cursor.candidates();
+    let mut scored: Vec<(&Snippet, f64)> = all
         .iter()
-        .enumerate()
-        .map(|(i, s)| (i, jaccard(&qtokens, &s.tokens)))
+        .map(|s| (*s, jaccard(&q.tokens, &s.tokens)))
         .collect();
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let pick = |i: usize, jac: f64| {
-        let s = &codebase.snippets[i];
-        Pick {
-            path: s.path.clone(),
-            start_line: s.start_line,
-            end_line: s.end_line,
-            text: s.text.clone(),
-            jaccard: jac,
-            cosine: None,
-            dsed: None,
-            score: jac,
-        }
+    // Ties go to the earlier unit: the order of files and lines.
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let pick = |s: &Snippet, jac: f64| Pick {
+        path: s.path.clone(),
+        start_line: s.start_line,
+        end_line: s.end_line,
+        text: s.text.clone(),
+        jaccard: jac,
+        cosine: None,
+        dsed: None,
+        score: jac,
     };
-    if !opts.hfop {
-        return Ok(Retrieval {
-            candidates: scored.len().min(opts.top_k),
-            picks: scored
-                .iter()
-                .take(opts.top_k)
-                .map(|&(i, j)| pick(i, j))
-                .collect(),
-            query,
-            ..Retrieval::default()
-        });
-    }
-    scored.truncate(opts.top_k * opts.pool);
+    let structure = |s: &Snippet| -> Option<f64> {
+        let ((qr, qs), (cr, cs)) = (q.slice.as_ref()?, s.slice.as_ref()?);
+        Some(dsed(cursor.graph(*qr), qs, cursor.graph(*cr), cs, opts.gamma).similarity())
+    };
     let mut out = Retrieval {
-        query: query.clone(),
-        candidates: scored.len(),
+        query: q.key.clone(),
         ..Retrieval::default()
     };
+    let hfop = match (opts.rank, embedder) {
+        (Rank::Jaccard, _) => None,
+        (Rank::Dsed, _) => {
+            scored.truncate(opts.top_k.max(COARSE));
+            out.candidates = scored.len();
+            let mut ranked: Vec<Pick> = scored
+                .iter()
+                .map(|&(s, jac)| {
+                    let mut p = pick(s, jac);
+                    p.dsed = structure(s);
+                    p.score = p.dsed.unwrap_or(jac);
+                    p
+                })
+                .collect();
+            ranked.sort_by(|a, b| b.score.total_cmp(&a.score));
+            ranked.truncate(opts.top_k);
+            out.picks = ranked;
+            return Ok(out);
+        }
+        (Rank::Hfop, Some(e)) => Some(e),
+        (Rank::Hfop, None) => return Err(RetrieveError::NoEmbedder),
+    };
+    let Some(embedder) = hfop else {
+        scored.truncate(opts.top_k);
+        out.candidates = scored.len();
+        out.picks = scored.iter().map(|&(s, j)| pick(s, j)).collect();
+        return Ok(out);
+    };
+    scored.truncate(opts.top_k * opts.pool);
+    out.candidates = scored.len();
     if scored.is_empty() {
         return Ok(out);
     }
 
     // SAD
-    let texts: Vec<&str> = scored
-        .iter()
-        .map(|&(i, _)| codebase.snippets[i].text.as_str())
-        .collect();
-    let qv = embedder.embed(&[query.as_str()], TextKind::Query)?;
-    let vs = embedder.embed(&texts, TextKind::Document)?;
-    let cosines: Vec<f64> = (0..texts.len())
-        .map(|k| f64::from(dot(qv.row(0), vs.row(k))))
-        .collect();
+    let keys: Vec<&str> = scored.iter().map(|(s, _)| s.key.as_str()).collect();
+    let qv = embedder.embed(&[q.key.as_str()], TextKind::Query)?;
+    let vs = cursor.base.vectors(embedder, &keys)?;
+    let cosines: Vec<f64> = vs.iter().map(|v| f64::from(dot(qv.row(0), v))).collect();
     let threshold = quantile(&cosines, opts.quantile);
     out.sad_threshold = Some(threshold);
     let kept: Vec<usize> = (0..scored.len())
@@ -248,28 +449,31 @@ pub fn retrieve(
     let mut seen = HashSet::new();
     let unique: Vec<usize> = kept
         .into_iter()
-        .filter(|&k| seen.insert(Sha256::digest(texts[k].as_bytes())))
+        .filter(|&k| seen.insert(digest(&scored[k].0.text)))
         .collect();
     out.rap_dropped = out.sad_kept - unique.len();
 
     // TPM
-    let mut ranked: Vec<Pick> = Vec::with_capacity(unique.len());
-    for &k in &unique {
-        let (i, jac) = scored[k];
-        let s = &codebase.snippets[i];
-        let structure = dsed(qgraph, q, &codebase.graphs[s.graph], &s.slice, opts.gamma);
-        let mut p = pick(i, jac);
-        p.cosine = Some(cosines[k]);
-        p.dsed = Some(structure.similarity());
-        p.score = opts.alpha * jac + (1.0 - opts.alpha) * structure.similarity();
-        ranked.push(p);
-    }
+    let ranked: Vec<Pick> = unique
+        .iter()
+        .map(|&k| {
+            let (s, jac) = scored[k];
+            let mut p = pick(s, jac);
+            p.cosine = Some(cosines[k]);
+            p.dsed = structure(s);
+            p.score = match p.dsed {
+                Some(d) => opts.alpha * jac + (1.0 - opts.alpha) * d,
+                None => jac,
+            };
+            p
+        })
+        .collect();
 
     // MMR
     let relevance: Vec<f64> = ranked.iter().map(|p| p.score).collect();
     let order = mmr(
         &relevance,
-        |a, b| f64::from(dot(vs.row(unique[a]), vs.row(unique[b]))),
+        |a, b| f64::from(dot(&vs[unique[a]], &vs[unique[b]])),
         opts.lambda,
         opts.top_k,
     );
@@ -317,37 +521,43 @@ def load(path):
     #[test]
     fn layers_narrow_the_candidates_and_drop_duplicates() {
         // `copy.py` repeats `store.py` verbatim: their slices are exact duplicates.
-        let cursor = "def read_all(path):\n    with open(path) as f:\n        text = f.read()\n    rows = parse(text)\n    return rows\n";
+        let source = "def read_all(path):\n    with open(path) as f:\n        text = f.read()\n    rows = parse(text)\n    return rows\n";
         let (_dir, repo) = crate::repo::temp_repository(&[
             ("store.py", STORE),
             ("copy.py", STORE),
             ("other.py", "class Point:\n    def norm(self):\n        return (self.x ** 2 + self.y ** 2) ** 0.5\n"),
-            ("main.py", cursor),
+            ("main.py", source),
         ]);
         let e = embedder();
-        let codebase = Codebase::build(
-            &repo,
-            "main.py",
-            cut_before(cursor, 4),
-            &SliceLimits::default(),
-        );
-        let query = codebase.query_text().unwrap();
+        let codebase = Codebase::build(&repo, Units::Slices, &SliceLimits::default());
+        let cursor = codebase.cursor("main.py", cut_before(source, 4));
+        let query = cursor.query_text().unwrap().to_string();
         assert_eq!(
             query,
             "def read_all(path):\n    with open(path) as f:\n        text = f.read()"
         );
         // Nothing at or below the cursor line is a candidate.
-        assert!(codebase
-            .snippets()
+        assert!(cursor
+            .candidates()
             .iter()
             .all(|s| s.path != "main.py" || s.end_line < 4));
+        // A slice's snippet goes on with the lines after it.
+        let first = codebase
+            .snippets
+            .iter()
+            .find(|s| s.path == "store.py")
+            .unwrap();
+        assert_eq!(first.key, "def load(path):");
+        assert!(first
+            .text
+            .starts_with("def load(path):\n    with open(path) as f:\n"));
 
         let opts = Options {
             top_k: 3,
             pool: 3,
             ..Options::default()
         };
-        let r = retrieve(&codebase, &e, &opts).unwrap();
+        let r = retrieve(&cursor, Some(&e), &opts).unwrap();
         assert_eq!(r.query, query);
         assert_eq!(r.candidates, 9);
         assert!(r.sad_kept >= 1 && r.sad_kept <= r.candidates);
@@ -366,25 +576,76 @@ def load(path):
             let expected = 0.5 * p.jaccard + 0.5 * p.dsed.unwrap();
             assert!((p.score - expected).abs() < 1e-12);
         }
-        // Same inputs, same answer.
-        let again = retrieve(&codebase, &e, &opts).unwrap();
+        // Same inputs, same answer; the candidates' vectors were kept, not computed again.
+        let cached = codebase.vectors.lock().unwrap().len();
+        assert!(cached >= r.sad_kept);
+        let again = retrieve(&cursor, Some(&e), &opts).unwrap();
         assert_eq!(
             again.picks.iter().map(|p| &p.text).collect::<Vec<_>>(),
             r.picks.iter().map(|p| &p.text).collect::<Vec<_>>()
         );
+        assert_eq!(codebase.vectors.lock().unwrap().len(), cached);
 
-        // Without HFOP: the top_k by Jaccard, duplicates and all.
-        let plain = retrieve(
-            &codebase,
-            &e,
-            &Options {
-                hfop: false,
-                ..opts
-            },
-        )
-        .unwrap();
+        // Without HFOP: the top_k by Jaccard, duplicates and all, no embedder needed.
+        let jaccard_only = Options {
+            rank: Rank::Jaccard,
+            ..opts.clone()
+        };
+        let plain = retrieve(&cursor, None, &jaccard_only).unwrap();
         assert_eq!(plain.picks.len(), 3);
         assert!(plain.picks.windows(2).all(|w| w[0].jaccard >= w[1].jaccard));
         assert!(plain.picks[0].path == "store.py" || plain.picks[0].path == "copy.py");
+        assert!(matches!(
+            retrieve(&cursor, None, &opts),
+            Err(RetrieveError::NoEmbedder)
+        ));
+
+        // GraphCoder: Jaccard's best ten, reranked by D-SED alone.
+        let graph = Options {
+            rank: Rank::Dsed,
+            ..opts
+        };
+        let g = retrieve(&cursor, None, &graph).unwrap();
+        assert_eq!(g.candidates, 10);
+        assert_eq!(g.picks.len(), 3);
+        assert!(g.picks.windows(2).all(|w| w[0].score >= w[1].score));
+        assert!(g.picks.iter().all(|p| Some(p.score) == p.dsed));
+    }
+
+    #[test]
+    fn windows_leave_out_the_query_and_repocoder_requeries_with_the_generated_line() {
+        let long: String = (1..=45)
+            .map(|i| format!("v{i} = f{i}(v{})\n", i - 1))
+            .collect();
+        let (_dir, repo) = crate::repo::temp_repository(&[("store.py", STORE), ("main.py", &long)]);
+        let codebase = Codebase::build(&repo, Units::Windows, &SliceLimits::default());
+        // store.py is one window; main.py's windows start at lines 1, 11, 21 and 31.
+        assert_eq!(codebase.len(), 1 + 4);
+        let unfinished = cut_before(&long, 41);
+        let mut cursor = codebase.cursor("main.py", unfinished);
+        // The query is lines 21–40; only main.py's window 1–20 is clear of it.
+        assert_eq!(cursor.query_text().unwrap().lines().count(), 20);
+        assert!(cursor.query_text().unwrap().starts_with("v21 = "));
+        let own: Vec<(usize, usize)> = cursor
+            .candidates()
+            .iter()
+            .filter(|s| s.path == "main.py")
+            .map(|s| (s.start_line, s.end_line))
+            .collect();
+        assert_eq!(own, vec![(1, 20)]);
+
+        cursor.requery(unfinished, "v41 = f41(v40)\n");
+        let q = cursor.query_text().unwrap();
+        assert!(
+            q.starts_with("v22 = ") && q.ends_with("v41 = f41(v40)"),
+            "{q}"
+        );
+        let jaccard_only = Options {
+            rank: Rank::Jaccard,
+            ..Options::default()
+        };
+        let r = retrieve(&cursor, None, &jaccard_only).unwrap();
+        assert_eq!((r.candidates, r.picks.len()), (2, 2));
+        assert_eq!(r.query, q);
     }
 }

@@ -1,0 +1,302 @@
+//! Line-completion runs: each line task's completion generated with one method, scored at once
+//! (EM, ES, identifier EM and F1 in both definitions) and written to the run directory, so a
+//! stopped run resumes where it stopped; `--shard` splits a task file across machines.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::batch::{select, task_dir, tasks_sha256, write_atomic};
+use super::line_metrics::{cceval, graphcoder, lang_of, LineScores};
+use super::locate::open;
+use super::tasks::{load_tasks, LineTask, Task};
+use super::EvalError;
+use crate::embed::Embedder;
+use crate::generate::complete::{CompleteOptions, Completer};
+use crate::llm::Llm;
+
+pub struct LineRunConfig<'a> {
+    pub tasks_file: PathBuf,
+    /// Folder the tasks' `repo` paths are relative to.
+    pub source_root: PathBuf,
+    pub out: PathBuf,
+    pub options: CompleteOptions,
+    pub limit: Option<usize>,
+    pub shard: Option<(usize, usize)>,
+    pub cancel: &'a AtomicBool,
+    pub progress: bool,
+}
+
+/// What a run directory was made with: resuming with anything else is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineRunInfo {
+    pub method: String,
+    pub model: String,
+    pub tasks_file: PathBuf,
+    pub tasks_sha256: String,
+    pub budget: usize,
+}
+
+/// One task's completion and scores.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LineRecord {
+    pub id: String,
+    pub repo: String,
+    pub file: String,
+    pub line: usize,
+    #[serde(default)]
+    pub split: Option<String>,
+    pub ground_truth: String,
+    pub completion: String,
+    pub cceval: LineScores,
+    pub graphcoder: LineScores,
+    pub codebase_ms: f64,
+    pub retrieve_ms: f64,
+    pub generate_ms: f64,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub snippets_shown: usize,
+    /// Why no completion was made (scored as an empty one).
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// Mean scores of a group of tasks, in both definitions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LineGroup {
+    pub tasks: usize,
+    pub cceval: LineScores,
+    pub graphcoder: LineScores,
+}
+
+impl LineGroup {
+    fn of<'a>(records: impl Iterator<Item = &'a LineRecord>) -> Self {
+        let (c, g): (Vec<LineScores>, Vec<LineScores>) =
+            records.map(|r| (r.cceval, r.graphcoder)).unzip();
+        LineGroup {
+            tasks: c.len(),
+            cceval: LineScores::mean(&c),
+            graphcoder: LineScores::mean(&g),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LineRunSummary {
+    pub method: String,
+    pub total: usize,
+    pub ran: usize,
+    pub resumed: usize,
+    pub errors: usize,
+    pub all: LineGroup,
+    pub by_split: BTreeMap<String, LineGroup>,
+    pub by_repo: BTreeMap<String, LineGroup>,
+    /// Per cursor, excluding the LLM (and the one-off codebase build).
+    pub retrieve_ms_median: f64,
+    /// The slowest codebase build of the run (once per repository and process).
+    pub codebase_ms_max: f64,
+    pub generate_ms_median: f64,
+    pub prompt_tokens_mean: f64,
+    pub wall_seconds: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Summarises the records of a run.
+pub fn summarize_lines(
+    method: &str,
+    records: &[LineRecord],
+    ran: usize,
+    wall_seconds: f64,
+) -> LineRunSummary {
+    let mut by_split: BTreeMap<String, Vec<&LineRecord>> = BTreeMap::new();
+    let mut by_repo: BTreeMap<String, Vec<&LineRecord>> = BTreeMap::new();
+    for r in records {
+        let split = r.split.clone().unwrap_or_else(|| "all".into());
+        by_split.entry(split).or_default().push(r);
+        by_repo.entry(r.repo.clone()).or_default().push(r);
+    }
+    let group = |m: BTreeMap<String, Vec<&LineRecord>>| {
+        m.into_iter()
+            .map(|(k, v)| (k, LineGroup::of(v.into_iter())))
+            .collect()
+    };
+    let prompt: Vec<f64> = records.iter().map(|r| r.prompt_tokens as f64).collect();
+    LineRunSummary {
+        method: method.to_string(),
+        total: records.len(),
+        ran,
+        resumed: records.len() - ran.min(records.len()),
+        errors: records.iter().filter(|r| r.error.is_some()).count(),
+        all: LineGroup::of(records.iter()),
+        by_split: group(by_split),
+        by_repo: group(by_repo),
+        retrieve_ms_median: median(records.iter().map(|r| r.retrieve_ms).collect()),
+        codebase_ms_max: records.iter().map(|r| r.codebase_ms).fold(0.0, f64::max),
+        generate_ms_median: median(records.iter().map(|r| r.generate_ms).collect()),
+        prompt_tokens_mean: prompt.iter().sum::<f64>() / prompt.len().max(1) as f64,
+        wall_seconds,
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
+    let mut data = serde_json::to_vec_pretty(value)
+        .map_err(|e| EvalError::Invalid(format!("{}: {e}", path.display())))?;
+    data.push(b'\n');
+    write_atomic(path, &data)
+}
+
+/// Reads a task file that must hold only line tasks.
+pub fn load_line_tasks(path: &Path) -> Result<Vec<LineTask>, EvalError> {
+    load_tasks(path)?
+        .into_iter()
+        .map(|t| match t {
+            Task::Line(l) => Ok(l),
+            Task::Function(f) => Err(EvalError::Invalid(format!(
+                "{}: function task {} in a line-task file",
+                path.display(),
+                f.namespace
+            ))),
+        })
+        .collect()
+}
+
+/// Generates and scores the unfinished tasks of the run, then summarises all of it. `Err` when
+/// cancelled (the run directory stays resumable) or when the inputs are unusable.
+pub fn run_lines(
+    cfg: &LineRunConfig,
+    llm: &mut dyn Llm,
+    embedder: Option<&dyn Embedder>,
+) -> Result<LineRunSummary, EvalError> {
+    let started = Instant::now();
+    let tasks = select(load_line_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
+    let method = cfg.options.variant_name();
+    let info = LineRunInfo {
+        method: method.clone(),
+        model: llm.name().to_string(),
+        tasks_file: cfg.tasks_file.clone(),
+        tasks_sha256: tasks_sha256(&cfg.tasks_file)?,
+        budget: cfg.options.budget,
+    };
+    let info_path = cfg.out.join("run.json");
+    std::fs::create_dir_all(cfg.out.join("tasks")).map_err(|e| EvalError::io(&cfg.out, e))?;
+    match read_json::<LineRunInfo>(&info_path) {
+        Some(old) if old != info => {
+            return Err(EvalError::Invalid(format!(
+                "{} was made with {} ({} tasks file {}, model {}, budget {}); give another --out or the same settings",
+                cfg.out.display(),
+                old.method,
+                old.tasks_file.display(),
+                &old.tasks_sha256[..12.min(old.tasks_sha256.len())],
+                old.model,
+                old.budget
+            )))
+        }
+        Some(_) => {}
+        None => write_json(&info_path, &info)?,
+    }
+
+    let mut records = Vec::with_capacity(tasks.len());
+    let mut ran = 0;
+    // One completer (and its codebases) per repository.
+    let mut completers: HashMap<String, Completer> = HashMap::new();
+    for (k, task) in tasks.iter().enumerate() {
+        let path = task_dir(&cfg.out, &task.id).join("result.json");
+        if let Some(r) = read_json::<LineRecord>(&path) {
+            records.push(r);
+            continue;
+        }
+        if cfg.cancel.load(Ordering::SeqCst) {
+            return Err(EvalError::Invalid(format!(
+                "stopped after {} of {} tasks; run the same command to resume",
+                records.len(),
+                tasks.len()
+            )));
+        }
+        if !completers.contains_key(&task.repo) {
+            let repo = open(&cfg.source_root.join(&task.repo))?;
+            completers.insert(task.repo.clone(), Completer::new(repo));
+        }
+        let completer = completers.get_mut(&task.repo).expect("inserted above");
+        let record = complete_task(completer, llm, embedder, task, &cfg.options);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
+        }
+        write_json(&path, &record)?;
+        ran += 1;
+        if cfg.progress {
+            eprintln!(
+                "[{}/{}] {} ES {:.2} EM {:.0} · retrieval {:.0} ms, generation {:.1} s{}",
+                k + 1,
+                tasks.len(),
+                task.id,
+                record.cceval.es,
+                record.cceval.em,
+                record.retrieve_ms,
+                record.generate_ms / 1e3,
+                record
+                    .error
+                    .as_deref()
+                    .map(|e| format!(" · error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        records.push(record);
+    }
+    let summary = summarize_lines(&method, &records, ran, started.elapsed().as_secs_f64());
+    write_json(&cfg.out.join("summary.json"), &summary)?;
+    Ok(summary)
+}
+
+fn complete_task(
+    completer: &mut Completer,
+    llm: &mut dyn Llm,
+    embedder: Option<&dyn Embedder>,
+    task: &LineTask,
+    opts: &CompleteOptions,
+) -> LineRecord {
+    let lang = lang_of(&task.file);
+    let done = completer.complete_line(llm, embedder, &task.file, task.line, opts);
+    let (completion, error) = match &done {
+        Ok(d) => (d.completion.clone(), None),
+        Err(e) => (String::new(), Some(e.to_string())),
+    };
+    let ms =
+        |f: fn(&crate::generate::complete::LineCompletion) -> f64| done.as_ref().map_or(0.0, f);
+    LineRecord {
+        id: task.id.clone(),
+        repo: task.repo.clone(),
+        file: task.file.clone(),
+        line: task.line,
+        split: task.split.clone(),
+        ground_truth: task.ground_truth.clone(),
+        cceval: cceval(&completion, &task.ground_truth, lang),
+        graphcoder: graphcoder(&completion, &task.ground_truth, lang),
+        completion,
+        codebase_ms: ms(|d| d.codebase_ms),
+        retrieve_ms: ms(|d| d.retrieve_ms),
+        generate_ms: ms(|d| d.generate_ms),
+        prompt_tokens: done.as_ref().map_or(0, |d| d.prompt_tokens),
+        generated_tokens: done.as_ref().map_or(0, |d| d.generated_tokens),
+        snippets_shown: done.as_ref().map_or(0, |d| d.prompt.snippets_shown),
+        error,
+    }
+}
