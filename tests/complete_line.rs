@@ -25,7 +25,7 @@ def describe(sides):
 ";
 
 fn complete(root: &Path, extra: &[&str]) -> serde_json::Value {
-    complete_with(root, &["--line", "7"], extra, None)
+    complete_with(root, &["--file", "report.py", "--line", "7"], extra, None)
 }
 
 fn complete_with(
@@ -38,7 +38,7 @@ fn complete_with(
     let mut child = Command::new(env!("CARGO_BIN_EXE_repohop"))
         .arg("complete")
         .arg(root)
-        .args(["--file", "report.py", "--json"])
+        .arg("--json")
         .args(cursor)
         .args(extra)
         .stdin(std::process::Stdio::piped())
@@ -78,7 +78,12 @@ fn the_imported_method_name_comes_from_saracoders_context() {
 
     // An editor sends the file up to the cursor: the same completion.
     let above: String = REPORT.lines().take(6).map(|l| format!("{l}\n")).collect();
-    let piped = complete_with(dir.path(), &["--stdin"], &[], Some(&above));
+    let piped = complete_with(
+        dir.path(),
+        &["--file", "report.py", "--stdin"],
+        &[],
+        Some(&above),
+    );
     assert_eq!(piped["completion"], sara["completion"], "{piped:#}");
 
     // The unfinished code alone does not name the method.
@@ -172,4 +177,69 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(err.contains("was made with graphcoder"), "{err}");
+}
+
+const POLYGON_JAVA: &str = "\
+package geometry;
+
+public class Polygon {
+    private final int[] sides;
+
+    public Polygon(int[] sides) {
+        this.sides = sides;
+    }
+
+    public int outlineSpanTotal() {
+        int total = 0;
+        for (int s : sides) {
+            total += s;
+        }
+        return total;
+    }
+}
+";
+
+const REPORT_JAVA: &str = "\
+package report;
+
+import geometry.Polygon;
+
+public class Report {
+    /** The total length around the polygon with these sides. */
+    public static int describe(int[] sides) {
+        Polygon shape = new Polygon(sides);
+        return shape.outlineSpanTotal();
+    }
+}
+";
+
+#[test]
+fn java_lines_complete_from_slices_and_the_imported_class() {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in [
+        ("src/geometry/Polygon.java", POLYGON_JAVA),
+        ("src/report/Report.java", REPORT_JAVA),
+    ] {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let cursor = ["--file", "src/report/Report.java", "--line", "9"];
+    let sara = complete_with(dir.path(), &cursor, &[], None);
+    let line = sara["completion"].as_str().unwrap();
+    assert!(line.contains("shape.outlineSpanTotal()"), "{sara:#}");
+    assert!(line.trim_end().ends_with(';'), "one statement: {line:?}");
+    let prompt = sara["prompt"]["text"].as_str().unwrap();
+    assert!(
+        prompt.contains("// the below code fragment can be found in:"),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("return shape."));
+    assert_eq!(sara["eaid"]["entities"][0]["qualname"], "geometry.Polygon");
+    let graph = complete_with(dir.path(), &cursor, &["--method", "graphcoder"], None);
+    assert!(graph["retrieval"]["picks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["dsed"].is_number()));
 }

@@ -23,7 +23,7 @@ use super::measure::{median, time_runs};
 
 #[derive(Args)]
 pub struct BenchLinesArgs {
-    /// The repository (Python).
+    /// The repository (Python and Java files take part).
     #[arg(long)]
     repo: PathBuf,
     /// Cursors drawn from it (RepoEval style, half cross-file).
@@ -57,10 +57,10 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
     };
     let repo = Repository::open(&args.repo, &opts)
         .with_context(|| format!("cannot index {}", args.repo.display()))?;
-    let python_lines: usize = repo
+    let source_lines: usize = repo
         .files()
         .iter()
-        .filter(|f| f.lang == Some(Lang::Python))
+        .filter(|f| f.lang.is_some())
         .filter_map(|f| f.text.as_deref())
         .map(|t| t.lines().count())
         .sum();
@@ -155,7 +155,8 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         for (t, (path, unfinished)) in tasks.iter().zip(&cursor_texts) {
             let r = retrieve(&slices.cursor(path, unfinished), Some(&embedder), &o)?;
             let x = eaid(&repo, path, t.line);
-            let p = line_prompt(&r.picks, &x, unfinished, Lang::Python, 2048, &count);
+            let lang = repohop::repo::lang::for_path(path).map_or(Lang::Python, |l| l.lang());
+            let p = line_prompt(&r.picks, &x, unfinished, lang, 2048, &count);
             n.push(count(&p.text) as f64);
         }
         tokens.insert(
@@ -165,7 +166,7 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
     }
     let report = json!({
         "repo": args.repo,
-        "python_lines": python_lines,
+        "source_lines": source_lines,
         "cursors": tasks.len(),
         "runs": runs,
         "codebase_build_ms": builds,
@@ -178,7 +179,7 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{}: {python_lines} Python lines, {} cursors, medians of {runs} runs",
+        "{}: {source_lines} source lines, {} cursors, medians of {runs} runs",
         args.repo.display(),
         tasks.len()
     );

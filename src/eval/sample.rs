@@ -1,5 +1,5 @@
 //! Drawing line-completion cursors from a repository the way RepoEval does: one-line
-//! statements inside function bodies (not in tests), each a task whose ground truth is its
+//! statements inside function and method bodies (Python and Java, not in tests), each a task whose ground truth is its
 //! line. A cursor is `cross_file` when its line uses a name the file imports from the
 //! repository itself, `in_file` otherwise; a set takes a chosen share of each.
 //! Draws are a pure function of the seed and the code, so a set can be regenerated.
@@ -11,7 +11,6 @@ use sha2::{Digest, Sha256};
 use super::tasks::LineTask;
 use crate::graph::Ccg;
 use crate::repo::mask::is_test_path;
-use crate::repo::model::Lang;
 use crate::repo::{ImportTarget, Repository};
 
 /// Statement kinds a cursor may sit on: what a developer types as one line in a body.
@@ -26,6 +25,10 @@ const KINDS: &[&str] = &[
     "while_statement",
     "with_statement",
     "delete_statement",
+    // Java
+    "local_variable_declaration",
+    "throw_statement",
+    "enhanced_for_statement",
 ];
 
 /// Lines shorter than this (stripped) say too little to score (`pass`, `i += 1`).
@@ -58,7 +61,7 @@ fn in_repo_import_names(repo: &Repository, path: &str) -> HashSet<String> {
 pub fn cursors(repo: &Repository, repo_name: &str) -> Vec<LineTask> {
     let mut out = Vec::new();
     for file in repo.files() {
-        let (Some(Lang::Python), Some(text)) = (file.lang, file.text.as_deref()) else {
+        let (Some(lang), Some(text)) = (file.lang, file.text.as_deref()) else {
             continue;
         };
         if is_test_path(&file.path) {
@@ -76,7 +79,7 @@ pub fn cursors(repo: &Repository, repo_name: &str) -> Vec<LineTask> {
                 (f.signature.end_line + 1, f.span.end_line)
             })
             .collect();
-        let Some(ccg) = Ccg::build(Lang::Python, text) else {
+        let Some(ccg) = Ccg::build(lang, text) else {
             continue;
         };
         let imported = in_repo_import_names(repo, &file.path);
@@ -97,7 +100,7 @@ pub fn cursors(repo: &Repository, repo_name: &str) -> Vec<LineTask> {
             {
                 continue;
             }
-            let cross = super::line_metrics::identifiers(stripped, Lang::Python)
+            let cross = super::line_metrics::identifiers(stripped, lang)
                 .iter()
                 .any(|n| imported.contains(n));
             out.push(LineTask {

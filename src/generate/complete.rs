@@ -133,8 +133,8 @@ impl CompleteOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompleteError {
-    #[error("{0} is not a Python file of the repository (line completion reads Python for now)")]
-    NotPython(String),
+    #[error("{0} is not a Python or Java file of the repository")]
+    Unsupported(String),
     #[error("line {line} is past the end of {path} ({lines} lines)")]
     PastEnd {
         path: String,
@@ -200,8 +200,8 @@ impl Completer {
         let file = repo
             .file_id(path)
             .map(|f| repo.file(f))
-            .filter(|f| f.lang == Some(Lang::Python))
-            .ok_or_else(|| CompleteError::NotPython(path.to_string()))?;
+            .filter(|f| f.lang.is_some())
+            .ok_or_else(|| CompleteError::Unsupported(path.to_string()))?;
         let text = file.text.as_deref().unwrap_or_default();
         let lines = text.lines().count();
         if line == 0 || line > lines + 1 {
@@ -225,9 +225,9 @@ impl Completer {
         unfinished: &str,
         opts: &CompleteOptions,
     ) -> Result<LineCompletion, CompleteError> {
-        if !path.ends_with(".py") {
-            return Err(CompleteError::NotPython(path.to_string()));
-        }
+        let lang = crate::repo::lang::for_path(path)
+            .map(|l| l.lang())
+            .ok_or_else(|| CompleteError::Unsupported(path.to_string()))?;
         let plan = opts.plan();
         if matches!(plan, Some((_, Rank::Hfop, _))) && embedder.is_none() {
             return Err(RetrieveError::NoEmbedder.into());
@@ -259,14 +259,19 @@ impl Completer {
         let external = plan.filter(|p| p.2).map(|_| eaid(repo, path, cursor_line));
         let mut retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
 
-        let mut done = generate(llm, retrieval.as_ref(), external.as_ref(), unfinished, opts)?;
+        let line = Cursor {
+            lang,
+            unfinished,
+            external: external.as_ref(),
+        };
+        let mut done = generate(llm, retrieval.as_ref(), &line, opts)?;
         let mut first_round = None;
         if let (LineMethod::Repocoder, Some(c)) = (opts.method, cursor.as_mut()) {
             let started = Instant::now();
             c.requery(unfinished, &done.completion);
             retrieval = Some(retrieve(c, embedder, &retrieval_opts)?);
             retrieve_ms += started.elapsed().as_secs_f64() * 1e3;
-            let second = generate(llm, retrieval.as_ref(), external.as_ref(), unfinished, opts)?;
+            let second = generate(llm, retrieval.as_ref(), &line, opts)?;
             let first = std::mem::replace(&mut done, second);
             // Both rounds' cost counts.
             done.prompt_tokens += first.prompt_tokens;
@@ -303,11 +308,17 @@ struct Generated {
     generate_ms: f64,
 }
 
+/// What the prompt is built around.
+struct Cursor<'a> {
+    lang: Lang,
+    unfinished: &'a str,
+    external: Option<&'a Eaid>,
+}
+
 fn generate(
     llm: &mut dyn Llm,
     retrieval: Option<&Retrieval>,
-    external: Option<&Eaid>,
-    unfinished: &str,
+    cursor: &Cursor,
     opts: &CompleteOptions,
 ) -> Result<Generated, CompleteError> {
     let picks = retrieval.map_or(&[][..], |r| &r.picks[..]);
@@ -317,19 +328,19 @@ fn generate(
     };
     let prompt = line_prompt(
         picks,
-        external.unwrap_or(&Eaid::default()),
-        unfinished,
-        Lang::Python,
+        cursor.external.unwrap_or(&Eaid::default()),
+        cursor.unfinished,
+        cursor.lang,
         opts.budget,
         &count,
     );
     let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
     request.max_new_tokens = opts.max_new_tokens;
-    request.until_statement = Some(Lang::Python);
+    request.until_statement = Some(cursor.lang);
     let started = Instant::now();
     let response = llm.generate(&request)?;
     let generate_ms = started.elapsed().as_secs_f64() * 1e3;
-    let completion = first_statement(response.text.trim_start_matches('\n'), Lang::Python)
+    let completion = first_statement(response.text.trim_start_matches('\n'), cursor.lang)
         .trim_end()
         .to_string();
     Ok(Generated {

@@ -6,6 +6,8 @@
 //! Vertex ids follow source order, so the statement nearest a cursor has the largest id in the
 //! graph of the code above it (SaraCoder's "core node").
 
+mod flow;
+mod java;
 mod python;
 pub mod slice;
 
@@ -81,12 +83,12 @@ impl Ccg {
         }
     }
 
-    /// The graph of `source`, or `None` for a language without a builder. Code with syntax
+    /// The graph of `source`, or `None` when it cannot be parsed at all. Code with syntax
     /// errors keeps the statements that parsed.
     pub fn build(lang: Lang, source: &str) -> Option<Ccg> {
         match lang {
             Lang::Python => python::build(source),
-            Lang::Java => None,
+            Lang::Java => java::build(source),
         }
     }
 

@@ -9,11 +9,12 @@
 //! definitions over the control flow. Names bound inside comprehensions and lambdas count as
 //! uses of the enclosing statement, a small over-approximation.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use super::{Ccg, Edge, EdgeKind, Statement};
+use super::flow::{assemble, children, indented_start, text, Loop, Piece};
+use super::{Ccg, Statement};
 use crate::repo::lang::parse_tree;
 use crate::repo::model::Lang;
 
@@ -28,44 +29,7 @@ pub(super) fn build(source: &str) -> Option<Ccg> {
     };
     let root = tree.root_node();
     b.sequence(children(root), None);
-    let data = reaching_definitions(&b.statements, &b.flow);
-    let edges: Vec<Edge> = b
-        .flow
-        .iter()
-        .map(|&(from, to)| (from, to, EdgeKind::ControlFlow))
-        .chain(
-            b.control
-                .iter()
-                .map(|&(from, to)| (from, to, EdgeKind::ControlDependence)),
-        )
-        .chain(
-            data.into_iter()
-                .map(|(from, to)| (from, to, EdgeKind::DataDependence)),
-        )
-        .map(|(from, to, kind)| Edge { from, to, kind })
-        .collect();
-    Some(Ccg::new(b.statements, edges))
-}
-
-/// Where a statement's text starts: with its indentation when it opens its line.
-fn indented_start(src: &str, start: usize) -> usize {
-    let line = src[..start].rfind('\n').map_or(0, |i| i + 1);
-    if src[line..start].chars().all(|c| c == ' ' || c == '\t') {
-        line
-    } else {
-        start
-    }
-}
-
-fn children(node: Node) -> Vec<Node> {
-    let mut cursor = node.walk();
-    node.named_children(&mut cursor).collect()
-}
-
-/// Where `break` and `continue` go.
-struct Loop {
-    header: usize,
-    breaks: Vec<usize>,
+    Some(assemble(b.statements, &b.flow, &b.control))
 }
 
 struct Builder<'a> {
@@ -74,13 +38,6 @@ struct Builder<'a> {
     flow: BTreeSet<(usize, usize)>,
     control: BTreeSet<(usize, usize)>,
     loops: Vec<Loop>,
-}
-
-/// A wired statement or sequence: where control enters, and the statements after which it falls
-/// through to whatever comes next.
-struct Piece {
-    entry: usize,
-    exits: Vec<usize>,
 }
 
 /// Clauses of a compound statement that are not part of its header.
@@ -630,81 +587,10 @@ fn chain(node: Node, src: &str) -> Option<String> {
     }
 }
 
-fn text<'s>(node: Node, src: &'s str) -> &'s str {
-    &src[node.byte_range()]
-}
-
-/// Definition → use pairs: a definition of `x` at `d` reaches `u` through the control flow
-/// without another definition of `x` on the way, and `u` reads `x`.
-fn reaching_definitions(
-    statements: &[Statement],
-    flow: &BTreeSet<(usize, usize)>,
-) -> Vec<(usize, usize)> {
-    // Every (statement, name) definition gets a bit.
-    let mut def_bits: Vec<(usize, &str)> = Vec::new();
-    let mut bits_of_name: HashMap<&str, Vec<usize>> = HashMap::new();
-    for s in statements {
-        for name in &s.defs {
-            bits_of_name
-                .entry(name.as_str())
-                .or_default()
-                .push(def_bits.len());
-            def_bits.push((s.id, name.as_str()));
-        }
-    }
-    let words = def_bits.len().div_ceil(64).max(1);
-    let n = statements.len();
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for &(from, to) in flow {
-        preds[to].push(from);
-    }
-    let mut gen = vec![vec![0u64; words]; n];
-    let mut kill = vec![vec![0u64; words]; n];
-    for (bit, &(id, name)) in def_bits.iter().enumerate() {
-        gen[id][bit / 64] |= 1 << (bit % 64);
-        for &other in &bits_of_name[name] {
-            kill[id][other / 64] |= 1 << (other % 64);
-        }
-    }
-    let mut inp = vec![vec![0u64; words]; n];
-    let mut out = gen.clone();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for s in 0..n {
-            let mut i = vec![0u64; words];
-            for &p in &preds[s] {
-                for (w, o) in i.iter_mut().zip(&out[p]) {
-                    *w |= o;
-                }
-            }
-            let o: Vec<u64> = (0..words)
-                .map(|w| gen[s][w] | (i[w] & !kill[s][w]))
-                .collect();
-            if o != out[s] {
-                out[s] = o;
-                changed = true;
-            }
-            inp[s] = i;
-        }
-    }
-    let mut pairs = Vec::new();
-    for s in statements {
-        for name in &s.uses {
-            for &bit in bits_of_name.get(name.as_str()).into_iter().flatten() {
-                if inp[s.id][bit / 64] & (1 << (bit % 64)) != 0 {
-                    pairs.push((def_bits[bit].0, s.id));
-                }
-            }
-        }
-    }
-    pairs
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{slice, SliceLimits};
+    use crate::graph::{slice, Edge, EdgeKind, SliceLimits};
 
     fn graph(src: &str) -> Ccg {
         build(src).expect("parses")

@@ -111,7 +111,7 @@ pub struct Snippet {
     slice: Option<(GraphRef, Slice)>,
 }
 
-/// Every unit of a repository's Python files.
+/// Every unit of a repository's source files.
 pub struct Codebase {
     pub units: Units,
     limits: SliceLimits,
@@ -125,6 +125,7 @@ pub struct Codebase {
 fn file_units(
     path: &str,
     text: &str,
+    lang: Lang,
     units: Units,
     limits: &SliceLimits,
     graph: GraphRef,
@@ -152,7 +153,7 @@ fn file_units(
             (None, out)
         }
         Units::Slices => {
-            let Some(ccg) = Ccg::build(Lang::Python, text) else {
+            let Some(ccg) = Ccg::build(lang, text) else {
                 return (None, Vec::new());
             };
             let out = (0..ccg.statements.len())
@@ -176,7 +177,7 @@ fn file_units(
 }
 
 impl Codebase {
-    /// The units of every Python file of `repo`, whole.
+    /// The units of every Python and Java file of `repo`, whole.
     pub fn build(repo: &Repository, units: Units, limits: &SliceLimits) -> Self {
         let mut out = Codebase {
             units,
@@ -186,11 +187,11 @@ impl Codebase {
             vectors: Mutex::new(HashMap::new()),
         };
         for file in repo.files() {
-            let (Some(Lang::Python), Some(text)) = (file.lang, file.text.as_deref()) else {
+            let (Some(lang), Some(text)) = (file.lang, file.text.as_deref()) else {
                 continue;
             };
             let g = GraphRef::Base(out.graphs.len());
-            let (ccg, snippets) = file_units(&file.path, text, units, limits, g);
+            let (ccg, snippets) = file_units(&file.path, text, lang, units, limits, g);
             out.graphs.extend(ccg);
             out.snippets.extend(snippets);
         }
@@ -209,8 +210,15 @@ impl Codebase {
     /// `unfinished`: that file's units come from `unfinished`, and the query is its last
     /// statement's slice (slices) or its last 20 lines (windows).
     pub fn cursor(&self, path: &str, unfinished: &str) -> Cursor<'_> {
-        let (graph, mut own) =
-            file_units(path, unfinished, self.units, &self.limits, GraphRef::Cursor);
+        let lang = crate::repo::lang::for_path(path).map_or(Lang::Python, |l| l.lang());
+        let (graph, mut own) = file_units(
+            path,
+            unfinished,
+            lang,
+            self.units,
+            &self.limits,
+            GraphRef::Cursor,
+        );
         let query = match self.units {
             Units::Slices => own.pop().filter(|_| graph.is_some()),
             Units::Windows => {
