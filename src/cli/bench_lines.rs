@@ -94,8 +94,10 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         })
         .collect();
 
+    // Where SaraCoder's time goes, per cursor (warm): the cursor's own units, each layer, EAID.
+    let mut stages: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
     // One pass of a method over every cursor: per-cursor milliseconds.
-    let pass = |codebase: &Codebase, rank: Rank, with_eaid: bool| -> Result<Vec<f64>> {
+    let mut pass = |codebase: &Codebase, rank: Rank, with_eaid: bool| -> Result<Vec<f64>> {
         let o = Options {
             rank,
             ..Options::default()
@@ -105,11 +107,21 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         for (t, (path, unfinished)) in tasks.iter().zip(&cursor_texts) {
             let started = Instant::now();
             let cursor = codebase.cursor(path, unfinished);
-            retrieve(&cursor, e, &o)?;
+            let built = started.elapsed().as_secs_f64() * 1e3;
+            let r = retrieve(&cursor, e, &o)?;
+            let before_eaid = Instant::now();
             if with_eaid {
                 eaid(&repo, path, t.line);
             }
             ms.push(started.elapsed().as_secs_f64() * 1e3);
+            if with_eaid {
+                let eaid_ms = before_eaid.elapsed().as_secs_f64() * 1e3;
+                stages.entry("cursor units").or_default().push(built);
+                stages.entry("eaid").or_default().push(eaid_ms);
+                for (k, v) in &r.stages_ms {
+                    stages.entry(k).or_default().push(*v);
+                }
+            }
         }
         Ok(ms)
     };
@@ -139,6 +151,14 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         }));
     }
 
+    // The last pass was SaraCoder's warm one.
+    let breakdown: serde_json::Map<String, serde_json::Value> = stages
+        .iter()
+        .map(|(k, v)| {
+            let last = &v[v.len().saturating_sub(tasks.len())..];
+            (k.to_string(), json!(median(last)))
+        })
+        .collect();
     let llm = CandleLlm::load(&args.model, &LlmOptions::default())
         .with_context(|| format!("cannot load the model {}", args.model))?;
     let count = |s: &str| {
@@ -172,6 +192,7 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
         "codebase_build_ms": builds,
         "codebase_units": {"slices": slices.len(), "windows": windows.len()},
         "retrieval": methods,
+        "saracoder_stage_median_ms": breakdown,
         "saracoder_prompt_tokens_mean": tokens,
     });
     if args.json {
@@ -206,6 +227,14 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
             m["vs_vanilla"].as_f64().unwrap_or(f64::NAN)
         );
     }
+    let stage_line: Vec<String> = breakdown
+        .iter()
+        .map(|(k, v)| format!("{k} {:.1}", v.as_f64().unwrap_or(f64::NAN)))
+        .collect();
+    println!(
+        "saracoder warm, median ms per stage: {}",
+        stage_line.join(", ")
+    );
     for (k, v) in &tokens {
         println!(
             "saracoder prompt tokens, {k}: {:.0}",

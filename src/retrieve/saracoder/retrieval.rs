@@ -20,13 +20,14 @@
 //! candidates), and the query itself is not a candidate. Later code of other files is not
 //! hidden (A.4). Candidate vectors are kept between cursors.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::Instant;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::rank::{dsed, jaccard, mmr, tokens, GAMMA, LAMBDA};
+use super::rank::{dsed, mmr, tokens, GAMMA, LAMBDA};
 use crate::embed::{EmbedError, Embedder, TextKind};
 use crate::graph::{slice, Ccg, Slice, SliceLimits};
 use crate::index::vectors::dot;
@@ -107,7 +108,8 @@ pub struct Snippet {
     pub key: String,
     /// What the prompt shows: the key, then (for a slice) the next lines of its file.
     pub text: String,
-    tokens: BTreeSet<String>,
+    /// The key's token set, as ids of the codebase's vocabulary, ascending.
+    tokens: Vec<u32>,
     slice: Option<(GraphRef, Slice)>,
 }
 
@@ -119,6 +121,36 @@ pub struct Codebase {
     snippets: Vec<Snippet>,
     /// Embedder vectors of keys (by hash of the key), kept across cursors.
     vectors: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    /// Token ids: Jaccard similarity over thousands of units compares integers, not strings.
+    vocab: HashMap<String, u32>,
+}
+
+/// Ascending ids of `text`'s tokens; `id` names each token.
+fn token_ids(text: &str, id: &mut dyn FnMut(String) -> u32) -> Vec<u32> {
+    let mut out: Vec<u32> = tokens(text).into_iter().map(id).collect();
+    out.sort_unstable();
+    out
+}
+
+/// Jaccard similarity of two ascending id sets (1 for two empty sets, as [`jaccard`]).
+fn jaccard_ids(a: &[u32], b: &[u32]) -> f64 {
+    let (mut i, mut j, mut common) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let union = a.len() + b.len() - common;
+    if union == 0 {
+        return 1.0;
+    }
+    common as f64 / union as f64
 }
 
 /// The units of one file's text. `graph` is where its slices' graph will be found.
@@ -129,14 +161,15 @@ fn file_units(
     units: Units,
     limits: &SliceLimits,
     graph: GraphRef,
+    id: &mut dyn FnMut(String) -> u32,
 ) -> (Option<Ccg>, Vec<Snippet>) {
     let lines: Vec<&str> = text.lines().collect();
     let span = |a: usize, b: usize| lines[a - 1..b.min(lines.len())].join("\n");
-    let snippet = |start_line, end_line, key: String, text: String, slice| Snippet {
+    let mut snippet = |start_line, end_line, key: String, text: String, slice| Snippet {
         path: path.to_string(),
         start_line,
         end_line,
-        tokens: tokens(&key),
+        tokens: token_ids(&key, id),
         key,
         text,
         slice,
@@ -185,16 +218,23 @@ impl Codebase {
             graphs: Vec::new(),
             snippets: Vec::new(),
             vectors: Mutex::new(HashMap::new()),
+            vocab: HashMap::new(),
+        };
+        let mut vocab: HashMap<String, u32> = HashMap::new();
+        let mut id = |t: String| {
+            let next = vocab.len() as u32;
+            *vocab.entry(t).or_insert(next)
         };
         for file in repo.files() {
             let (Some(lang), Some(text)) = (file.lang, file.text.as_deref()) else {
                 continue;
             };
             let g = GraphRef::Base(out.graphs.len());
-            let (ccg, snippets) = file_units(&file.path, text, lang, units, limits, g);
+            let (ccg, snippets) = file_units(&file.path, text, lang, units, limits, g, &mut id);
             out.graphs.extend(ccg);
             out.snippets.extend(snippets);
         }
+        out.vocab = vocab;
         out
     }
 
@@ -211,6 +251,8 @@ impl Codebase {
     /// statement's slice (slices) or its last 20 lines (windows).
     pub fn cursor(&self, path: &str, unfinished: &str) -> Cursor<'_> {
         let lang = crate::repo::lang::for_path(path).map_or(Lang::Python, |l| l.lang());
+        let mut extra: HashMap<String, u32> = HashMap::new();
+        let mut id = |t: String| self.token_id(&mut extra, t);
         let (graph, mut own) = file_units(
             path,
             unfinished,
@@ -218,6 +260,7 @@ impl Codebase {
             self.units,
             &self.limits,
             GraphRef::Cursor,
+            &mut id,
         );
         let query = match self.units {
             Units::Slices => own.pop().filter(|_| graph.is_some()),
@@ -231,7 +274,7 @@ impl Codebase {
                     path: path.to_string(),
                     start_line: first,
                     end_line: lines,
-                    tokens: tokens(&text),
+                    tokens: token_ids(&text, &mut id),
                     key: text.clone(),
                     text,
                     slice: None,
@@ -244,7 +287,17 @@ impl Codebase {
             graph,
             own,
             query,
+            extra,
         }
+    }
+
+    /// The id of a token of a cursor's code: the codebase's, or a new one kept in `extra`.
+    fn token_id(&self, extra: &mut HashMap<String, u32>, token: String) -> u32 {
+        if let Some(&id) = self.vocab.get(&token) {
+            return id;
+        }
+        let next = (self.vocab.len() + extra.len()) as u32;
+        *extra.entry(token).or_insert(next)
     }
 
     /// Vectors of `keys`, embedding only those not seen before.
@@ -296,6 +349,8 @@ pub struct Cursor<'a> {
     /// The units of the code above the cursor, the query left out.
     own: Vec<Snippet>,
     query: Option<Snippet>,
+    /// Ids of the cursor's tokens the codebase has not seen.
+    extra: HashMap<String, u32>,
 }
 
 impl Cursor<'_> {
@@ -322,8 +377,10 @@ impl Cursor<'_> {
         }
         let joined = format!("{}{}", unfinished, generated.trim_end_matches('\n'));
         let text = last_lines(&joined, WINDOW_LINES);
+        let (base, extra) = (self.base, &mut self.extra);
+        let ids = token_ids(&text, &mut |t| base.token_id(extra, t));
         if let Some(q) = &mut self.query {
-            q.tokens = tokens(&text);
+            q.tokens = ids;
             q.key = text.clone();
             q.text = text;
         }
@@ -362,6 +419,8 @@ pub struct Retrieval {
     pub rap_dropped: usize,
     /// Most relevant first.
     pub picks: Vec<Pick>,
+    /// Milliseconds per layer (`jaccard`, `dsed`, `sad`, `rap`, `tpm`, `mmr`).
+    pub stages_ms: BTreeMap<&'static str, f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -382,10 +441,16 @@ pub fn retrieve(
     let Some(q) = &cursor.query else {
         return Ok(Retrieval::default());
     };
+    let mut clock = Instant::now();
+    let mut lap = |out: &mut Retrieval, stage: &'static str| {
+        out.stages_ms
+            .insert(stage, clock.elapsed().as_secs_f64() * 1e3);
+        clock = Instant::now();
+    };
     let all = cursor.candidates();
     let mut scored: Vec<(&Snippet, f64)> = all
         .iter()
-        .map(|s| (*s, jaccard(&q.tokens, &s.tokens)))
+        .map(|s| (*s, jaccard_ids(&q.tokens, &s.tokens)))
         .collect();
     // Ties go to the earlier unit: the order of files and lines.
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -407,6 +472,7 @@ pub fn retrieve(
         query: q.key.clone(),
         ..Retrieval::default()
     };
+    lap(&mut out, "jaccard");
     let hfop = match (opts.rank, embedder) {
         (Rank::Jaccard, _) => None,
         (Rank::Dsed, _) => {
@@ -424,6 +490,7 @@ pub fn retrieve(
             ranked.sort_by(|a, b| b.score.total_cmp(&a.score));
             ranked.truncate(opts.top_k);
             out.picks = ranked;
+            lap(&mut out, "dsed");
             return Ok(out);
         }
         (Rank::Hfop, Some(e)) => Some(e),
@@ -452,6 +519,7 @@ pub fn retrieve(
         .filter(|&k| cosines[k] >= threshold)
         .collect();
     out.sad_kept = kept.len();
+    lap(&mut out, "sad");
 
     // RAP
     let mut seen = HashSet::new();
@@ -460,6 +528,7 @@ pub fn retrieve(
         .filter(|&k| seen.insert(digest(&scored[k].0.text)))
         .collect();
     out.rap_dropped = out.sad_kept - unique.len();
+    lap(&mut out, "rap");
 
     // TPM
     let ranked: Vec<Pick> = unique
@@ -476,6 +545,7 @@ pub fn retrieve(
             p
         })
         .collect();
+    lap(&mut out, "tpm");
 
     // MMR
     let relevance: Vec<f64> = ranked.iter().map(|p| p.score).collect();
@@ -486,6 +556,7 @@ pub fn retrieve(
         opts.top_k,
     );
     out.picks = order.into_iter().map(|k| ranked[k].clone()).collect();
+    lap(&mut out, "mmr");
     Ok(out)
 }
 
@@ -515,6 +586,28 @@ def load(path):
     items = parse(data)
     return items
 ";
+
+    #[test]
+    fn jaccard_over_ids_is_jaccard_over_tokens() {
+        let mut vocab = HashMap::new();
+        let mut id = |t: String| {
+            let next = vocab.len() as u32;
+            *vocab.entry(t).or_insert(next)
+        };
+        for (a, b) in [
+            ("x = f(a, b)", "y = f(a)"),
+            ("", ""),
+            ("return self.items", "self.items.append(x)"),
+            ("a", "b"),
+        ] {
+            let (ia, ib) = (token_ids(a, &mut id), token_ids(b, &mut id));
+            let expected = super::super::rank::jaccard(&tokens(a), &tokens(b));
+            assert!(
+                (jaccard_ids(&ia, &ib) - expected).abs() < 1e-12,
+                "{a:?} {b:?}"
+            );
+        }
+    }
 
     #[test]
     fn quantiles_interpolate() {
