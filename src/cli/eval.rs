@@ -190,6 +190,17 @@ fn install_stop_handler() {
     }
 }
 
+/// A run's result; a run stopped by Ctrl-C / SIGTERM says where it stopped and exits 130.
+fn stopped_or<T>(r: Result<T, repohop::eval::EvalError>) -> Result<T> {
+    match r {
+        Err(e) if STOP.load(Ordering::SeqCst) => {
+            eprintln!("{e}");
+            std::process::exit(130);
+        }
+        r => Ok(r?),
+    }
+}
+
 fn parse_shard(s: &str) -> Result<(usize, usize)> {
     let (i, n) = s
         .split_once('/')
@@ -268,14 +279,7 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         cancel: &STOP,
         progress: !args.quiet,
     };
-    let summary = match run_batch(&cfg, source) {
-        Ok(s) => s,
-        Err(e) if STOP.load(Ordering::SeqCst) => {
-            eprintln!("{e}");
-            std::process::exit(130);
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let summary = stopped_or(run_batch(&cfg, source))?;
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -357,14 +361,7 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
     let embedder = embedder
         .as_ref()
         .map(|e| e as &dyn repohop::embed::Embedder);
-    let s = match run_lines(&cfg, &mut llm, embedder) {
-        Ok(s) => s,
-        Err(e) if STOP.load(Ordering::SeqCst) => {
-            eprintln!("{e}");
-            std::process::exit(130);
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let s = stopped_or(run_lines(&cfg, &mut llm, embedder))?;
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
         return Ok(());

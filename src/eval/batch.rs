@@ -225,14 +225,14 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), EvalError> {
     crate::fsutil::write_atomic(path, data).map_err(|e| EvalError::io(path, e))
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
+pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
     let mut data = serde_json::to_vec_pretty(value)
         .map_err(|e| EvalError::Invalid(format!("{}: {e}", path.display())))?;
     data.push(b'\n');
     write_atomic(path, &data)
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
     let text = std::fs::read_to_string(path).ok()?;
     serde_json::from_str(&text).ok()
 }

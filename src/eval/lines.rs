@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::{select, task_dir, tasks_sha256, write_atomic};
+use super::batch::{read_json, select, task_dir, tasks_sha256, write_json};
 use super::line_metrics::{cceval, graphcoder, lang_of, LineScores};
 use super::locate::open;
 use super::tasks::{load_tasks, LineTask, Task};
@@ -153,17 +153,6 @@ pub fn summarize_lines(
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
-}
-
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), EvalError> {
-    let mut data = serde_json::to_vec_pretty(value)
-        .map_err(|e| EvalError::Invalid(format!("{}: {e}", path.display())))?;
-    data.push(b'\n');
-    write_atomic(path, &data)
-}
-
 /// Reads a task file that must hold only line tasks.
 pub fn load_line_tasks(path: &Path) -> Result<Vec<LineTask>, EvalError> {
     load_tasks(path)?
@@ -198,8 +187,15 @@ pub fn run_lines(
     };
     let info_path = cfg.out.join("run.json");
     std::fs::create_dir_all(cfg.out.join("tasks")).map_err(|e| EvalError::io(&cfg.out, e))?;
+    // The task file is compared by content: its path may differ between machines.
+    let same = |old: &LineRunInfo| {
+        LineRunInfo {
+            tasks_file: info.tasks_file.clone(),
+            ..old.clone()
+        } == info
+    };
     match read_json::<LineRunInfo>(&info_path) {
-        Some(old) if old != info => {
+        Some(old) if !same(&old) => {
             return Err(EvalError::Invalid(format!(
                 "{} was made with {} ({} tasks file {}, model {}, budget {}); give another --out or the same settings",
                 cfg.out.display(),

@@ -182,10 +182,6 @@ impl Completer {
         }
     }
 
-    pub fn repository(&self) -> &Repository {
-        &self.repo
-    }
-
     /// Completes the line `line` (1-based) of `path`: the code above it is the unfinished
     /// code, everything from it on is hidden from retrieval and prompt.
     pub fn complete_line(
@@ -259,7 +255,7 @@ impl Completer {
         let external = plan.filter(|p| p.2).map(|_| eaid(repo, path, cursor_line));
         let mut retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
 
-        let line = Cursor {
+        let line = LineInput {
             lang,
             unfinished,
             external: external.as_ref(),
@@ -279,8 +275,6 @@ impl Completer {
             done.generate_ms += first.generate_ms;
             first_round = Some(first.completion);
         }
-        let (prompt_tokens, generated_tokens, generate_ms) =
-            (done.prompt_tokens, done.generated_tokens, done.generate_ms);
         Ok(LineCompletion {
             method: opts.variant_name(),
             completion: done.completion,
@@ -291,9 +285,9 @@ impl Completer {
             eaid: external,
             codebase_ms,
             retrieve_ms,
-            generate_ms,
-            prompt_tokens,
-            generated_tokens,
+            generate_ms: done.generate_ms,
+            prompt_tokens: done.prompt_tokens,
+            generated_tokens: done.generated_tokens,
         })
     }
 }
@@ -309,7 +303,7 @@ struct Generated {
 }
 
 /// What the prompt is built around.
-struct Cursor<'a> {
+struct LineInput<'a> {
     lang: Lang,
     unfinished: &'a str,
     external: Option<&'a Eaid>,
@@ -318,7 +312,7 @@ struct Cursor<'a> {
 fn generate(
     llm: &mut dyn Llm,
     retrieval: Option<&Retrieval>,
-    cursor: &Cursor,
+    line: &LineInput,
     opts: &CompleteOptions,
 ) -> Result<Generated, CompleteError> {
     let picks = retrieval.map_or(&[][..], |r| &r.picks[..]);
@@ -328,19 +322,19 @@ fn generate(
     };
     let prompt = line_prompt(
         picks,
-        cursor.external.unwrap_or(&Eaid::default()),
-        cursor.unfinished,
-        cursor.lang,
+        line.external.unwrap_or(&Eaid::default()),
+        line.unfinished,
+        line.lang,
         opts.budget,
         &count,
     );
     let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
     request.max_new_tokens = opts.max_new_tokens;
-    request.until_statement = Some(cursor.lang);
+    request.until_statement = Some(line.lang);
     let started = Instant::now();
     let response = llm.generate(&request)?;
     let generate_ms = started.elapsed().as_secs_f64() * 1e3;
-    let completion = first_statement(response.text.trim_start_matches('\n'), cursor.lang)
+    let completion = first_statement(response.text.trim_start_matches('\n'), line.lang)
         .trim_end()
         .to_string();
     Ok(Generated {

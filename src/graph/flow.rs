@@ -35,8 +35,110 @@ pub(super) struct Piece {
     pub exits: Vec<usize>,
 }
 
+/// The graph under construction: statements and the flow and control edges among them.
+#[derive(Default)]
+pub(super) struct Wiring {
+    pub statements: Vec<Statement>,
+    pub flow: BTreeSet<(usize, usize)>,
+    pub control: BTreeSet<(usize, usize)>,
+}
+
+impl Wiring {
+    /// A new vertex for `node` (its text up to `header_end`, with the names it sets and
+    /// reads), control-dependent on `parent`.
+    pub fn vertex(
+        &mut self,
+        src: &str,
+        node: Node,
+        header_end: usize,
+        (defs, uses): (BTreeSet<String>, BTreeSet<String>),
+        parent: Option<usize>,
+    ) -> usize {
+        let id = self.statements.len();
+        let text = src[indented_start(src, node.start_byte())..header_end]
+            .trim_end()
+            .to_string();
+        self.statements.push(Statement {
+            id,
+            kind: node.kind().to_string(),
+            start_line: node.start_position().row + 1,
+            end_line: node.start_position().row + text.lines().count().max(1),
+            text,
+            defs,
+            uses,
+        });
+        if let Some(p) = parent {
+            self.control.insert((p, id));
+        }
+        id
+    }
+
+    /// Wires pieces one after another; `None` for none.
+    pub fn join(&mut self, pieces: Vec<Piece>) -> Option<Piece> {
+        let mut pieces = pieces.into_iter();
+        let first = pieces.next()?;
+        let entry = first.entry;
+        let mut pending = first.exits;
+        for piece in pieces {
+            for p in pending.drain(..) {
+                self.flow.insert((p, piece.entry));
+            }
+            pending = piece.exits;
+        }
+        Some(Piece {
+            entry,
+            exits: pending,
+        })
+    }
+
+    pub fn finish(self) -> Ccg {
+        assemble(self.statements, &self.flow, &self.control)
+    }
+}
+
 pub(super) fn text<'s>(node: Node, src: &'s str) -> &'s str {
     &src[node.byte_range()]
+}
+
+/// `a.b.c` when `node` is a chain of plain names: a `leaves` node, or an `access` node whose
+/// `object` is a chain and whose `member` field is a name.
+pub(super) fn chain(
+    node: Node,
+    src: &str,
+    leaves: &[&str],
+    access: &str,
+    member: &str,
+) -> Option<String> {
+    let kind = node.kind();
+    if leaves.contains(&kind) {
+        return Some(text(node, src).to_string());
+    }
+    if kind != access {
+        return None;
+    }
+    let obj = chain(
+        node.child_by_field_name("object")?,
+        src,
+        leaves,
+        access,
+        member,
+    )?;
+    Some(format!(
+        "{obj}.{}",
+        text(node.child_by_field_name(member)?, src)
+    ))
+}
+
+/// Reading `a.b.c` reads `a`, `a.b` and `a.b.c`.
+pub(super) fn read_chain(name: &str, uses: &mut BTreeSet<String>) {
+    let mut prefix = String::new();
+    for part in name.split('.') {
+        if !prefix.is_empty() {
+            prefix.push('.');
+        }
+        prefix.push_str(part);
+        uses.insert(prefix.clone());
+    }
 }
 
 /// Definition → use pairs: a definition of `x` at `d` reaches `u` through the control flow
@@ -108,7 +210,7 @@ fn reaching_definitions(
 
 /// The graph of wired statements: their control flow and control dependence, and the data
 /// dependence reaching definitions find over the flow.
-pub(super) fn assemble(
+fn assemble(
     statements: Vec<Statement>,
     flow: &BTreeSet<(usize, usize)>,
     control: &BTreeSet<(usize, usize)>,
@@ -129,4 +231,24 @@ pub(super) fn assemble(
         .map(|(from, to, kind)| Edge { from, to, kind })
         .collect();
     Ccg::new(statements, edges)
+}
+
+/// Test helpers of the language builders.
+#[cfg(test)]
+pub(super) mod testing {
+    use super::super::{Ccg, EdgeKind};
+
+    /// Edges of one kind as (from, to).
+    pub fn edges(g: &Ccg, kind: EdgeKind) -> Vec<(usize, usize)> {
+        g.edges
+            .iter()
+            .filter(|e| e.kind == kind)
+            .map(|e| (e.from, e.to))
+            .collect()
+    }
+
+    /// Statement texts without their indentation.
+    pub fn texts(g: &Ccg) -> Vec<&str> {
+        g.statements.iter().map(|s| s.text.trim_start()).collect()
+    }
 }

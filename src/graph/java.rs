@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use super::flow::{assemble, children, indented_start, text, Piece};
-use super::{Ccg, Statement};
+use super::flow::{self, children, read_chain, text, Piece, Wiring};
+use super::Ccg;
 use crate::repo::lang::parse_tree;
 use crate::repo::model::Lang;
 
@@ -22,13 +22,11 @@ pub(super) fn build(source: &str) -> Option<Ccg> {
     let tree = parse_tree(Lang::Java, source)?;
     let mut b = Builder {
         src: source,
-        statements: Vec::new(),
-        flow: BTreeSet::new(),
-        control: BTreeSet::new(),
+        w: Wiring::default(),
         frames: Vec::new(),
     };
     b.sequence(children(tree.root_node()), None);
-    Some(assemble(b.statements, &b.flow, &b.control))
+    Some(b.w.finish())
 }
 
 /// Where `break` (and, in a loop, `continue`) goes.
@@ -40,9 +38,7 @@ struct Frame {
 
 struct Builder<'a> {
     src: &'a str,
-    statements: Vec<Statement>,
-    flow: BTreeSet<(usize, usize)>,
-    control: BTreeSet<(usize, usize)>,
+    w: Wiring,
     frames: Vec<Frame>,
 }
 
@@ -76,22 +72,11 @@ fn header_end(node: Node) -> usize {
 impl Builder<'_> {
     /// Wires `nodes` one after another; `None` when none of them is a statement.
     fn sequence(&mut self, nodes: Vec<Node>, parent: Option<usize>) -> Option<Piece> {
-        let mut entry = None;
-        let mut pending: Vec<usize> = Vec::new();
-        for node in nodes {
-            let Some(piece) = self.statement(node, parent) else {
-                continue;
-            };
-            entry.get_or_insert(piece.entry);
-            for p in pending.drain(..) {
-                self.flow.insert((p, piece.entry));
-            }
-            pending = piece.exits;
-        }
-        entry.map(|entry| Piece {
-            entry,
-            exits: pending,
-        })
+        let pieces = nodes
+            .into_iter()
+            .filter_map(|n| self.statement(n, parent))
+            .collect();
+        self.w.join(pieces)
     }
 
     /// Wires `body` (a statement or block) after `header`, which governs it; its fall-through
@@ -99,7 +84,7 @@ impl Builder<'_> {
     fn enter(&mut self, body: Option<Node>, header: usize) -> Vec<usize> {
         match body.and_then(|b| self.statement(b, Some(header))) {
             Some(piece) => {
-                self.flow.insert((header, piece.entry));
+                self.w.flow.insert((header, piece.entry));
                 piece.exits
             }
             None => vec![header],
@@ -108,25 +93,10 @@ impl Builder<'_> {
 
     /// A new vertex for `node` (its header when compound), control-dependent on `parent`.
     fn vertex(&mut self, node: Node, parent: Option<usize>) -> usize {
-        let id = self.statements.len();
-        let text = self.src[indented_start(self.src, node.start_byte())..header_end(node)]
-            .trim_end()
-            .to_string();
         let (mut defs, mut uses) = (BTreeSet::new(), BTreeSet::new());
         names(node, self.src, &mut defs, &mut uses);
-        self.statements.push(Statement {
-            id,
-            kind: node.kind().to_string(),
-            start_line: node.start_position().row + 1,
-            end_line: node.start_position().row + text.lines().count().max(1),
-            text,
-            defs,
-            uses,
-        });
-        if let Some(p) = parent {
-            self.control.insert((p, id));
-        }
-        id
+        self.w
+            .vertex(self.src, node, header_end(node), (defs, uses), parent)
     }
 
     fn simple(&mut self, node: Node, parent: Option<usize>, falls_through: bool) -> Piece {
@@ -154,7 +124,7 @@ impl Builder<'_> {
                 let body = body.and_then(|b| self.sequence(children(b), Some(h)));
                 self.frames = saved;
                 if let Some(b) = body {
-                    self.flow.insert((h, b.entry));
+                    self.w.flow.insert((h, b.entry));
                 }
                 Some(Piece {
                     entry: h,
@@ -195,7 +165,7 @@ impl Builder<'_> {
             "continue_statement" => {
                 let c = self.vertex(node, parent);
                 if let Some(h) = self.frames.iter().rev().find_map(|f| f.header) {
-                    self.flow.insert((c, h));
+                    self.w.flow.insert((c, h));
                 }
                 Some(Piece {
                     entry: c,
@@ -233,7 +203,7 @@ impl Builder<'_> {
         self.frames = saved;
         match body {
             Some(b) => {
-                self.flow.insert((h, b.entry));
+                self.w.flow.insert((h, b.entry));
                 Piece {
                     entry: h,
                     exits: b.exits,
@@ -253,7 +223,7 @@ impl Builder<'_> {
             // `else if`: the next condition hangs off this one.
             Some(alt) if alt.kind() == "if_statement" => {
                 let next = self.if_statement(alt, Some(h));
-                self.flow.insert((h, next.entry));
+                self.w.flow.insert((h, next.entry));
                 exits.extend(next.exits);
             }
             Some(alt) => exits.extend(self.enter(Some(alt), h)),
@@ -272,9 +242,9 @@ impl Builder<'_> {
             .child_by_field_name("body")
             .and_then(|b| self.statement(b, Some(h)))
         {
-            self.flow.insert((h, body.entry));
+            self.w.flow.insert((h, body.entry));
             for x in body.exits {
-                self.flow.insert((x, h));
+                self.w.flow.insert((x, h));
             }
         }
         let breaks = self.frames.pop().map(|f| f.breaks).unwrap_or_default();
@@ -291,7 +261,7 @@ impl Builder<'_> {
             match clause.kind() {
                 "catch_clause" => {
                     let x = self.vertex(clause, Some(h));
-                    self.flow.insert((h, x));
+                    self.w.flow.insert((h, x));
                     normal.extend(self.enter(clause.child_by_field_name("body"), x));
                 }
                 "finally_clause" => finally = Some(clause),
@@ -306,7 +276,7 @@ impl Builder<'_> {
         };
         let f = self.vertex(clause, Some(h));
         for n in normal {
-            self.flow.insert((n, f));
+            self.w.flow.insert((n, f));
         }
         let exits = self.enter(body_part(clause), f);
         Piece { entry: h, exits }
@@ -334,9 +304,9 @@ impl Builder<'_> {
                 _ => continue,
             };
             let c = self.vertex(case, Some(h));
-            self.flow.insert((h, c));
+            self.w.flow.insert((h, c));
             for f in falling.drain(..) {
-                self.flow.insert((f, c));
+                self.w.flow.insert((f, c));
             }
             let body: Vec<Node> = children(case)
                 .into_iter()
@@ -344,7 +314,7 @@ impl Builder<'_> {
                 .collect();
             let out = match self.sequence(body, Some(c)) {
                 Some(p) => {
-                    self.flow.insert((c, p.entry));
+                    self.w.flow.insert((c, p.entry));
                     p.exits
                 }
                 None => vec![c],
@@ -490,16 +460,7 @@ fn expr(node: Node, src: &str, defs: &mut BTreeSet<String>, uses: &mut BTreeSet<
             }
         }
         "field_access" => match chain(node, src) {
-            Some(name) => {
-                let mut prefix = String::new();
-                for part in name.split('.') {
-                    if !prefix.is_empty() {
-                        prefix.push('.');
-                    }
-                    prefix.push_str(part);
-                    uses.insert(prefix.clone());
-                }
-            }
+            Some(name) => read_chain(&name, uses),
             None => {
                 if let Some(o) = node.child_by_field_name("object") {
                     expr(o, src, defs, uses);
@@ -550,36 +511,17 @@ fn target(node: Node, src: &str, defs: &mut BTreeSet<String>, uses: &mut BTreeSe
 
 /// `a.b.c` / `this.x` when the access is a chain of plain names.
 fn chain(node: Node, src: &str) -> Option<String> {
-    match node.kind() {
-        "identifier" | "this" => Some(text(node, src).to_string()),
-        "field_access" => {
-            let obj = chain(node.child_by_field_name("object")?, src)?;
-            let field = text(node.child_by_field_name("field")?, src);
-            Some(format!("{obj}.{field}"))
-        }
-        _ => None,
-    }
+    flow::chain(node, src, &["identifier", "this"], "field_access", "field")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::flow::testing::{edges, texts};
     use crate::graph::{slice, EdgeKind, SliceLimits};
 
     fn graph(src: &str) -> Ccg {
         build(src).expect("parses")
-    }
-
-    fn edges(g: &Ccg, kind: EdgeKind) -> Vec<(usize, usize)> {
-        g.edges
-            .iter()
-            .filter(|e| e.kind == kind)
-            .map(|e| (e.from, e.to))
-            .collect()
-    }
-
-    fn texts(g: &Ccg) -> Vec<&str> {
-        g.statements.iter().map(|s| s.text.trim_start()).collect()
     }
 
     #[test]

@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 
 use tree_sitter::Node;
 
-use super::flow::{assemble, children, indented_start, text, Loop, Piece};
-use super::{Ccg, Statement};
+use super::flow::{self, children, indented_start, read_chain, text, Loop, Piece, Wiring};
+use super::Ccg;
 use crate::repo::lang::parse_tree;
 use crate::repo::model::Lang;
 
@@ -22,21 +22,17 @@ pub(super) fn build(source: &str) -> Option<Ccg> {
     let tree = parse_tree(Lang::Python, source)?;
     let mut b = Builder {
         src: source,
-        statements: Vec::new(),
-        flow: BTreeSet::new(),
-        control: BTreeSet::new(),
+        w: Wiring::default(),
         loops: Vec::new(),
     };
     let root = tree.root_node();
     b.sequence(children(root), None);
-    Some(assemble(b.statements, &b.flow, &b.control))
+    Some(b.w.finish())
 }
 
 struct Builder<'a> {
     src: &'a str,
-    statements: Vec<Statement>,
-    flow: BTreeSet<(usize, usize)>,
-    control: BTreeSet<(usize, usize)>,
+    w: Wiring,
     loops: Vec<Loop>,
 }
 
@@ -54,24 +50,11 @@ const BODY_KINDS: &[&str] = &[
 impl Builder<'_> {
     /// Wires `nodes` one after another; `None` when none of them is a statement.
     fn sequence(&mut self, nodes: Vec<Node>, parent: Option<usize>) -> Option<Piece> {
-        let mut entry = None;
-        let mut pending: Vec<usize> = Vec::new();
-        for node in nodes {
-            let Some(piece) = self.statement(node, parent) else {
-                continue;
-            };
-            if entry.is_none() {
-                entry = Some(piece.entry);
-            }
-            for p in pending.drain(..) {
-                self.flow.insert((p, piece.entry));
-            }
-            pending = piece.exits;
-        }
-        entry.map(|entry| Piece {
-            entry,
-            exits: pending,
-        })
+        let pieces = nodes
+            .into_iter()
+            .filter_map(|n| self.statement(n, parent))
+            .collect();
+        self.w.join(pieces)
     }
 
     /// The statements of a clause's block (its `body` or `consequence` field, or its block
@@ -89,7 +72,7 @@ impl Builder<'_> {
     fn enter(&mut self, clause: Node, header: usize) -> Vec<usize> {
         match self.body_of(clause, header) {
             Some(body) => {
-                self.flow.insert((header, body.entry));
+                self.w.flow.insert((header, body.entry));
                 body.exits
             }
             None => vec![header],
@@ -98,30 +81,14 @@ impl Builder<'_> {
 
     /// A new vertex for `node` (its header when compound), control-dependent on `parent`.
     fn vertex(&mut self, node: Node, parent: Option<usize>) -> usize {
-        let id = self.statements.len();
         let header_end = children(node)
             .into_iter()
             .find(|c| BODY_KINDS.contains(&c.kind()))
             .map_or(node.end_byte(), |c| c.start_byte());
-        let text = self.src[indented_start(self.src, node.start_byte())..header_end]
-            .trim_end()
-            .to_string();
-        let end_line = node.start_position().row + text.lines().count().max(1);
         let (mut defs, mut uses) = (BTreeSet::new(), BTreeSet::new());
         names(node, self.src, &mut defs, &mut uses);
-        self.statements.push(Statement {
-            id,
-            kind: node.kind().to_string(),
-            start_line: node.start_position().row + 1,
-            end_line,
-            text,
-            defs,
-            uses,
-        });
-        if let Some(p) = parent {
-            self.control.insert((p, id));
-        }
-        id
+        self.w
+            .vertex(self.src, node, header_end, (defs, uses), parent)
     }
 
     fn statement(&mut self, node: Node, parent: Option<usize>) -> Option<Piece> {
@@ -157,7 +124,7 @@ impl Builder<'_> {
             "continue_statement" => {
                 let c = self.vertex(node, parent);
                 if let Some(h) = self.loops.last().map(|l| l.header) {
-                    self.flow.insert((c, h));
+                    self.w.flow.insert((c, h));
                 }
                 Some(Piece {
                     entry: c,
@@ -192,7 +159,7 @@ impl Builder<'_> {
                 exits: vec![h],
             });
         };
-        self.flow.insert((h, body.entry));
+        self.w.flow.insert((h, body.entry));
         let exits = if def.kind() == "class_definition" {
             body.exits
         } else {
@@ -217,7 +184,7 @@ impl Builder<'_> {
             {
                 names(d, self.src, &mut defs, &mut uses);
             }
-            let s = &mut self.statements[id];
+            let s = &mut self.w.statements[id];
             s.uses.extend(uses);
             s.start_line = outer.start_position().row + 1;
             s.text = text.to_string();
@@ -236,7 +203,7 @@ impl Builder<'_> {
             match clause.kind() {
                 "elif_clause" => {
                     let e = self.vertex(clause, Some(cond));
-                    self.flow.insert((cond, e));
+                    self.w.flow.insert((cond, e));
                     exits.extend(self.enter(clause, e));
                     cond = e;
                 }
@@ -260,9 +227,9 @@ impl Builder<'_> {
             breaks: Vec::new(),
         });
         if let Some(body) = self.body_of(node, h) {
-            self.flow.insert((h, body.entry));
+            self.w.flow.insert((h, body.entry));
             for x in body.exits {
-                self.flow.insert((x, h));
+                self.w.flow.insert((x, h));
             }
         }
         let breaks = self.loops.pop().map(|l| l.breaks).unwrap_or_default();
@@ -272,7 +239,7 @@ impl Builder<'_> {
             .and_then(|e| self.body_of(e, h));
         let mut exits = match otherwise {
             Some(e) => {
-                self.flow.insert((h, e.entry));
+                self.w.flow.insert((h, e.entry));
                 e.exits
             }
             None => vec![h],
@@ -290,13 +257,13 @@ impl Builder<'_> {
             match clause.kind() {
                 "except_clause" | "except_group_clause" => {
                     let x = self.vertex(clause, Some(h));
-                    self.flow.insert((h, x));
+                    self.w.flow.insert((h, x));
                     handled.extend(self.enter(clause, x));
                 }
                 "else_clause" => {
                     if let Some(body) = self.body_of(clause, h) {
                         for n in normal.drain(..) {
-                            self.flow.insert((n, body.entry));
+                            self.w.flow.insert((n, body.entry));
                         }
                         normal = body.exits;
                     }
@@ -314,7 +281,7 @@ impl Builder<'_> {
         };
         let f = self.vertex(clause, Some(h));
         for n in normal {
-            self.flow.insert((n, f));
+            self.w.flow.insert((n, f));
         }
         let exits = self.enter(clause, f);
         Piece { entry: h, exits }
@@ -330,7 +297,7 @@ impl Builder<'_> {
                 continue;
             }
             let c = self.vertex(case, Some(h));
-            self.flow.insert((h, c));
+            self.w.flow.insert((h, c));
             exits.extend(self.enter(case, c));
         }
         Piece { entry: h, exits }
@@ -541,14 +508,7 @@ fn reads(node: Node, src: &str, uses: &mut BTreeSet<String>) {
         }
         "attribute" => {
             if let Some(name) = chain(node, src) {
-                let mut prefix = String::new();
-                for part in name.split('.') {
-                    if !prefix.is_empty() {
-                        prefix.push('.');
-                    }
-                    prefix.push_str(part);
-                    uses.insert(prefix.clone());
-                }
+                read_chain(&name, uses);
             } else if let Some(obj) = node.child_by_field_name("object") {
                 reads(obj, src, uses);
             }
@@ -576,37 +536,17 @@ fn reads(node: Node, src: &str, uses: &mut BTreeSet<String>) {
 
 /// `a.b.c` when the attribute is a chain of plain names.
 fn chain(node: Node, src: &str) -> Option<String> {
-    match node.kind() {
-        "identifier" => Some(text(node, src).to_string()),
-        "attribute" => {
-            let obj = chain(node.child_by_field_name("object")?, src)?;
-            let attr = text(node.child_by_field_name("attribute")?, src);
-            Some(format!("{obj}.{attr}"))
-        }
-        _ => None,
-    }
+    flow::chain(node, src, &["identifier"], "attribute", "attribute")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::graph::flow::testing::{edges, texts};
     use crate::graph::{slice, Edge, EdgeKind, SliceLimits};
 
     fn graph(src: &str) -> Ccg {
         build(src).expect("parses")
-    }
-
-    /// Edges of one kind as (from, to).
-    fn edges(g: &Ccg, kind: EdgeKind) -> Vec<(usize, usize)> {
-        g.edges
-            .iter()
-            .filter(|e| e.kind == kind)
-            .map(|e| (e.from, e.to))
-            .collect()
-    }
-
-    fn texts(g: &Ccg) -> Vec<&str> {
-        g.statements.iter().map(|s| s.text.trim_start()).collect()
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
