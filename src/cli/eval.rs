@@ -176,14 +176,22 @@ pub fn run_sample(args: SampleArgs) -> Result<()> {
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+    const NOTE: &[u8] =
+        b"\nstopping after the current task (a generation can take minutes); signal again to quit now\n";
+    if STOP.swap(true, Ordering::SeqCst) {
+        // SAFETY: `_exit` is async-signal-safe; every finished task is already on disk.
+        unsafe { libc::_exit(130) };
+    }
+    // SAFETY: `write` is async-signal-safe and the buffer is a static.
+    unsafe { libc::write(2, NOTE.as_ptr().cast(), NOTE.len()) };
 }
 
 /// Ctrl-C / SIGTERM stop the run cleanly: running tests are killed, temp copies removed, and
-/// the run directory keeps every finished task.
+/// the run directory keeps every finished task. The task being generated finishes first; a
+/// second signal quits at once (that task is lost, the finished ones are kept).
 fn install_stop_handler() {
     let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-    // SAFETY: the handler only stores to an atomic.
+    // SAFETY: the handler touches only an atomic and async-signal-safe calls.
     unsafe {
         libc::signal(libc::SIGINT, handler);
         libc::signal(libc::SIGTERM, handler);
