@@ -59,9 +59,6 @@ pub struct LineRecord {
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
     pub snippets_shown: usize,
-    /// The first answer opened with a comment or fence and the line was asked again.
-    #[serde(default)]
-    pub asked_again: bool,
     /// Why no completion was made (scored as an empty one).
     #[serde(default)]
     pub error: Option<String>,
@@ -296,7 +293,6 @@ fn complete_task(
         prompt_tokens: done.as_ref().map_or(0, |d| d.prompt_tokens),
         generated_tokens: done.as_ref().map_or(0, |d| d.generated_tokens),
         snippets_shown: done.as_ref().map_or(0, |d| d.prompt.snippets_shown),
-        asked_again: done.as_ref().is_ok_and(|d| d.unprimed.is_some()),
         error,
     }
 }

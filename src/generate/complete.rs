@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::line::{comment_marker, line_prompt, LinePrompt};
+use super::line::{line_prompt, LinePrompt};
 use crate::embed::Embedder;
 use crate::graph::SliceLimits;
 use crate::llm::{GenerateRequest, Llm, LlmError, Prompt};
@@ -156,9 +156,6 @@ pub struct LineCompletion {
     pub raw: String,
     /// RepoCoder: the first round's completion, whose line the second retrieval used.
     pub first_round: Option<String>,
-    /// The model's first answer when it opened with a comment or a markdown fence (usually the
-    /// prompt's scaffolding copied on): it was asked again with the line's indentation written.
-    pub unprimed: Option<String>,
     pub prompt: LinePrompt,
     pub retrieval: Option<Retrieval>,
     pub eaid: Option<Eaid>,
@@ -283,7 +280,6 @@ impl Completer {
             completion: done.completion,
             raw: done.raw,
             first_round,
-            unprimed: done.unprimed,
             prompt: done.prompt,
             retrieval,
             eaid: external,
@@ -296,12 +292,10 @@ impl Completer {
     }
 }
 
-/// One prompt and its answer (asked twice when the first opened without code).
+/// One prompt and one generation.
 struct Generated {
     completion: String,
     raw: String,
-    /// The first answer, when it opened with a comment or fence and was asked again.
-    unprimed: Option<String>,
     prompt: LinePrompt,
     prompt_tokens: usize,
     generated_tokens: usize,
@@ -334,95 +328,21 @@ fn generate(
         opts.budget,
         &count,
     );
-    let mut ask = |text: String| -> Result<(String, crate::llm::GenerateResponse), LlmError> {
-        let mut request = GenerateRequest::new(Prompt::Text(text));
-        request.max_new_tokens = opts.max_new_tokens;
-        request.until_statement = Some(line.lang);
-        let response = llm.generate(&request)?;
-        Ok((response.text.clone(), response))
-    };
+    let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
+    request.max_new_tokens = opts.max_new_tokens;
+    request.until_statement = Some(line.lang);
     let started = Instant::now();
-    let (raw, response) = ask(prompt.text.clone())?;
-    let mut done = Generated {
-        completion: first_statement(raw.trim_start_matches('\n'), line.lang)
-            .trim_end()
-            .to_string(),
-        raw,
-        unprimed: None,
+    let response = llm.generate(&request)?;
+    let generate_ms = started.elapsed().as_secs_f64() * 1e3;
+    let completion = first_statement(response.text.trim_start_matches('\n'), line.lang)
+        .trim_end()
+        .to_string();
+    Ok(Generated {
+        completion,
+        raw: response.text,
         prompt,
         prompt_tokens: response.prompt_tokens,
         generated_tokens: response.generated_tokens,
-        generate_ms: 0.0,
-    };
-    // An answer that opens with a comment or a fence has usually copied the prompt's
-    // scaffolding (fragment headers, the external-name table) instead of writing the line: ask
-    // again with the line's likely indentation written, so that code comes first.
-    if starts_without_code(&done.completion, line.lang) && line.unfinished.ends_with('\n') {
-        let indent = next_indent(line.unfinished, line.lang);
-        let (raw, response) = ask(format!("{}{indent}", done.prompt.text))?;
-        let text = format!("{indent}{raw}");
-        let completion = first_statement(&text, line.lang).trim_end().to_string();
-        done.unprimed = Some(std::mem::replace(&mut done.completion, completion));
-        done.raw = text;
-        done.prompt_tokens += response.prompt_tokens;
-        done.generated_tokens += response.generated_tokens;
-    }
-    done.generate_ms = started.elapsed().as_secs_f64() * 1e3;
-    Ok(done)
-}
-
-/// Whether `completion` has no code before its first comment or markdown fence line.
-fn starts_without_code(completion: &str, lang: Lang) -> bool {
-    let first = completion
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or_default();
-    first.is_empty()
-        || first.starts_with("```")
-        || first.starts_with(comment_marker(lang))
-        || (lang == Lang::Java && first.starts_with("/*"))
-}
-
-/// The indentation the next line most likely has: the last code line's, one level deeper
-/// after a line that opens a block.
-fn next_indent(unfinished: &str, lang: Lang) -> String {
-    let last = unfinished
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default();
-    let mut indent: String = last
-        .chars()
-        .take_while(|c| *c == ' ' || *c == '\t')
-        .collect();
-    let opener = match lang {
-        Lang::Python => ':',
-        Lang::Java => '{',
-    };
-    if last.trim_end().ends_with(opener) {
-        indent.push_str("    ");
-    }
-    indent
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answers_without_code_are_asked_again_at_the_likely_indentation() {
-        assert!(starts_without_code("# ----\n# the below", Lang::Python));
-        assert!(starts_without_code("```", Lang::Python));
-        assert!(starts_without_code("\n   \n", Lang::Python));
-        assert!(starts_without_code("/* x */ int a;", Lang::Java));
-        assert!(!starts_without_code("    x = 1  # note", Lang::Python));
-        assert!(!starts_without_code("int a; // note", Lang::Java));
-
-        let body = "def f(xs):\n    for x in xs:\n";
-        assert_eq!(next_indent(body, Lang::Python), "        ");
-        assert_eq!(next_indent("def f():\n    a = 1\n\n", Lang::Python), "    ");
-        assert_eq!(next_indent("void f() {\n\tint a = 1;\n", Lang::Java), "\t");
-        assert_eq!(next_indent("", Lang::Python), "");
-    }
+        generate_ms,
+    })
 }

@@ -25,7 +25,7 @@ pub struct LinePrompt {
     pub external_dropped: usize,
 }
 
-pub(crate) fn comment_marker(lang: Lang) -> &'static str {
+fn comment_marker(lang: Lang) -> &'static str {
     match lang {
         Lang::Python => "#",
         Lang::Java => "//",
