@@ -3,7 +3,7 @@
 //! stopped run resumes where it stopped; `--shard` splits a task file across machines.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::{read_json, select, task_dir, tasks_sha256, write_json};
 use super::line_metrics::{cceval, graphcoder, lang_of, LineScores};
 use super::locate::open;
-use super::tasks::{load_tasks, LineTask, Task};
+use super::tasks::{load_line_tasks, LineTask};
 use super::EvalError;
 use crate::embed::Embedder;
 use crate::generate::complete::{CompleteOptions, Completer};
@@ -151,21 +151,6 @@ pub fn summarize_lines(
         prompt_tokens_mean: prompt.iter().sum::<f64>() / prompt.len().max(1) as f64,
         wall_seconds,
     }
-}
-
-/// Reads a task file that must hold only line tasks.
-pub fn load_line_tasks(path: &Path) -> Result<Vec<LineTask>, EvalError> {
-    load_tasks(path)?
-        .into_iter()
-        .map(|t| match t {
-            Task::Line(l) => Ok(l),
-            Task::Function(f) => Err(EvalError::Invalid(format!(
-                "{}: function task {} in a line-task file",
-                path.display(),
-                f.namespace
-            ))),
-        })
-        .collect()
 }
 
 /// Generates and scores the unfinished tasks of the run, then summarises all of it. `Err` when

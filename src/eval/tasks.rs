@@ -182,19 +182,35 @@ pub fn load_tasks(path: &Path) -> Result<Vec<Task>, EvalError> {
     parse_tasks(&text, path)
 }
 
-/// Reads a task file that must hold only function tasks.
-pub fn load_function_tasks(path: &Path) -> Result<Vec<FunctionTask>, EvalError> {
+/// Reads a task file that must hold one kind of task: `keep` takes it, or says what the other
+/// kind's record is doing there.
+fn load_kind<T>(
+    path: &Path,
+    keep: impl Fn(Task) -> Result<T, String>,
+) -> Result<Vec<T>, EvalError> {
     load_tasks(path)?
         .into_iter()
-        .map(|t| match t {
-            Task::Function(f) => Ok(f),
-            Task::Line(l) => Err(EvalError::Invalid(format!(
-                "{}: line task {} in a function-task run; give line tasks to line metrics",
-                path.display(),
-                l.id
-            ))),
-        })
+        .map(|t| keep(t).map_err(|m| EvalError::Invalid(format!("{}: {m}", path.display()))))
         .collect()
+}
+
+/// Reads a task file that must hold only function tasks.
+pub fn load_function_tasks(path: &Path) -> Result<Vec<FunctionTask>, EvalError> {
+    load_kind(path, |t| match t {
+        Task::Function(f) => Ok(f),
+        Task::Line(l) => Err(format!(
+            "line task {} in a function-task run; give line tasks to line metrics",
+            l.id
+        )),
+    })
+}
+
+/// Reads a task file that must hold only line tasks.
+pub fn load_line_tasks(path: &Path) -> Result<Vec<LineTask>, EvalError> {
+    load_kind(path, |t| match t {
+        Task::Line(l) => Ok(l),
+        Task::Function(f) => Err(format!("function task {} in a line-task file", f.namespace)),
+    })
 }
 
 /// Parses JSONL text; `path` only names the source in errors.
