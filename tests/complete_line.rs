@@ -76,7 +76,20 @@ fn the_imported_method_name_comes_from_saracoders_context() {
     // Generation stopped at the end of the statement, not at the token limit.
     assert!(sara["generated_tokens"].as_u64().unwrap() < 64, "{sara:#}");
 
-    // An editor sends the file up to the cursor: the same completion.
+    // The first call built and stored the codebase and the vectors it embedded.
+    let store = &sara["store"];
+    assert_eq!(
+        (store["built"].as_u64(), store["written"].as_bool()),
+        (Some(2), Some(true)),
+        "{store:#}"
+    );
+    assert!(dir
+        .path()
+        .join(".repohop/saracoder-slices/codebase-slices.json")
+        .is_file());
+
+    // An editor sends the file up to the cursor: the same completion, from the stored codebase
+    // and vectors.
     let above: String = REPORT.lines().take(6).map(|l| format!("{l}\n")).collect();
     let piped = complete_with(
         dir.path(),
@@ -85,6 +98,14 @@ fn the_imported_method_name_comes_from_saracoders_context() {
         Some(&above),
     );
     assert_eq!(piped["completion"], sara["completion"], "{piped:#}");
+    let store = &piped["store"];
+    assert_eq!(
+        (store["reused"].as_u64(), store["built"].as_u64()),
+        (Some(2), Some(0)),
+        "{store:#}"
+    );
+    assert!(store["vectors_read"].as_u64().unwrap() > 0, "{store:#}");
+    assert!(store["problem"].is_null(), "{store:#}");
 
     // The unfinished code alone does not name the method.
     let none = complete(dir.path(), &["--method", "none"]);
@@ -177,6 +198,62 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);
     assert!(err.contains("was made with graphcoder"), "{err}");
+
+    // The two halves of a `none` run, merged, are one run of both cursors; each half alone
+    // compares with the graphcoder run on its one cursor.
+    let halves: Vec<_> = ["1/2", "2/2"]
+        .iter()
+        .map(|shard| {
+            let dir = root.path().join(format!("none-{}", &shard[..1]));
+            let run = Command::new(env!("CARGO_BIN_EXE_repohop"))
+                .args([
+                    "eval", "--quiet", "--method", "none", "--shard", shard, "--tasks",
+                ])
+                .arg(&tasks)
+                .arg("--source-root")
+                .arg(root.path())
+                .arg("--out")
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            dir
+        })
+        .collect();
+    let report = |extra: &[&str], dirs: &[&std::path::Path]| {
+        Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .arg("report")
+            .args(extra)
+            .args(dirs)
+            .output()
+            .unwrap()
+    };
+    let merged = report(&["--merge", "--json"], &[&halves[0], &halves[1]]);
+    assert!(
+        merged.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merged.stderr)
+    );
+    let m: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    assert_eq!(m[0]["method"], "none");
+    assert_eq!(m[0]["total"], 2);
+    assert_eq!(m[0]["missing"].as_array().map(Vec::len), Some(0));
+    let side = report(&[], &[&out, &halves[0]]);
+    let table = String::from_utf8_lossy(&side.stdout);
+    assert!(
+        table.contains("on the 1 cursors every run finished"),
+        "{table}"
+    );
+    assert!(table.contains("| graphcoder | 1 |"), "{table}");
+    let overlap = report(&["--merge"], &[&halves[0], &halves[0]]);
+    assert!(!overlap.status.success());
+    assert!(String::from_utf8_lossy(&overlap.stderr).contains("finished in both"));
+    let mixed = report(&["--merge"], &[&out, &halves[0]]);
+    assert!(String::from_utf8_lossy(&mixed.stderr).contains("cannot merge"));
 }
 
 const POLYGON_JAVA: &str = "\

@@ -37,6 +37,8 @@ impl Llm for Scripted {
             prefill_ms: 0.0,
             decode_ms: 0.0,
             constraint_ms: 0.0,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
             tokens: Vec::new(),
         })
     }

@@ -6,6 +6,7 @@ use std::sync::{Mutex, OnceLock};
 
 use repohop::llm::{
     CandleLlm, Constraint, FinishReason, GenerateRequest, Llm, LlmOptions, Message, Prompt,
+    Speculation,
 };
 use repohop::models::DEFAULT_GENERATOR;
 
@@ -55,4 +56,83 @@ fn constrained_choice_picks_the_obvious_option() {
     let resp = llm().lock().unwrap().generate(&req).unwrap();
     assert_eq!(resp.text, "load_config");
     assert_eq!(resp.finish_reason, FinishReason::Constraint);
+}
+
+#[test]
+fn code_first_keeps_a_comment_from_opening_the_line() {
+    // Every function so far opens with a comment: the model's first choice is another one.
+    let code = "\
+def area(r):
+    # the circle's area
+    return 3.14159 * r * r
+
+
+def perimeter(r):
+    # the circle's perimeter
+    return 2 * 3.14159 * r
+
+
+def diameter(r):
+";
+    let mut req = GenerateRequest::new(Prompt::Text(code.into()));
+    req.max_new_tokens = 24;
+    req.until_statement = Some(repohop::repo::model::Lang::Python);
+    let mut llm = llm().lock().unwrap();
+    let free = llm.generate(&req).unwrap();
+    assert!(free.text.trim_start().starts_with('#'), "{:?}", free.text);
+    req.code_first = true;
+    let first = llm.generate(&req).unwrap();
+    assert!(
+        first.text.trim_start().starts_with("return"),
+        "{:?}",
+        first.text
+    );
+}
+
+#[test]
+fn speculative_decoding_gives_the_plain_answer() {
+    // Code that repeats its prompt: the case where drafts from the prompt are accepted.
+    let mut req = GenerateRequest::new(Prompt::Chat(vec![Message::user(
+        "Rename the parameter `items` to `values` in this function and change nothing else. \
+         Only code.\n\n```python\ndef total_weight(items, scale=1.0):\n    \
+         \"\"\"Sum of the weights of items, scaled.\"\"\"\n    result = 0.0\n    \
+         for item in items:\n        result += item.weight * scale\n    return result\n```",
+    )]));
+    req.max_new_tokens = 80;
+    let mut llm = llm().lock().unwrap();
+    llm.set_speculation(None);
+    llm.clear_cache();
+    let plain = llm.generate(&req).unwrap();
+    llm.set_speculation(Some(Speculation::default()));
+    llm.clear_cache();
+    let fast = llm.generate(&req).unwrap();
+    assert_eq!(plain.drafted_tokens, 0);
+    assert_eq!(fast.tokens, plain.tokens);
+    assert_eq!(fast.text, plain.text);
+    assert!(
+        plain.text.contains("def total_weight(values"),
+        "{}",
+        plain.text
+    );
+    if llm.speculation().is_none() {
+        // Only our AVX-512 kernels verify several rows exactly; elsewhere nothing is drafted.
+        assert!(
+            std::env::var_os("REPOHOP_REQUIRE_AVX512").is_none(),
+            "REPOHOP_REQUIRE_AVX512 is set but the model runs without speculative decoding"
+        );
+        eprintln!("no exact several-row pass here: speculative decoding is off");
+        return;
+    }
+    // The drafts saved decode steps (this machine's kernels verify several rows exactly).
+    assert!(
+        fast.accepted_tokens * 2 > fast.generated_tokens,
+        "{} of {} tokens accepted ({} drafted)",
+        fast.accepted_tokens,
+        fast.generated_tokens,
+        fast.drafted_tokens
+    );
+    eprintln!(
+        "decode {:.0} ms plain, {:.0} ms speculative; {} of {} drafted tokens accepted",
+        plain.decode_ms, fast.decode_ms, fast.accepted_tokens, fast.drafted_tokens
+    );
 }

@@ -40,6 +40,8 @@ impl Llm for FixedAnswer {
             prefill_ms: 0.0,
             decode_ms: 0.0,
             constraint_ms: 0.0,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
             tokens: Vec::new(),
         })
     }

@@ -64,7 +64,8 @@ pub fn run(args: CompleteArgs) -> Result<()> {
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
         .with_context(|| format!("cannot load the model {}", args.model))?;
     let embedder = embedder.as_ref().map(|e| e as &dyn embed::Embedder);
-    let mut completer = Completer::new(std::sync::Arc::new(repo));
+    let store = repo.cache_dir().to_path_buf();
+    let mut completer = Completer::with_store(std::sync::Arc::new(repo), store);
     let done = match (&unfinished, args.line) {
         (Some(text), _) => {
             completer.complete_unfinished(&mut llm, embedder, &args.file, text, &opts)?
@@ -74,13 +75,22 @@ pub fn run(args: CompleteArgs) -> Result<()> {
         }
         (None, None) => bail!("give --line N or --stdin"),
     };
+    if let Some(problem) = done.store.as_ref().and_then(|s| s.problem.as_deref()) {
+        eprintln!("note: stored codebase: {problem}");
+    }
+    if let Some(e) = embedder {
+        // The next process re-embeds nothing this one embedded.
+        if let Err(err) = completer.save_vectors(e) {
+            eprintln!("note: the key vectors were not stored ({err})");
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&done)?);
         return Ok(());
     }
     if let Some(r) = &done.retrieval {
         eprintln!(
-            "{}: {} candidates, SAD kept {}, RAP dropped {}, {} in the prompt ({:.0} ms retrieval, {:.0} ms building the codebase)",
+            "{}: {} candidates, SAD kept {}, RAP dropped {}, {} in the prompt ({:.0} ms retrieval, {:.0} ms opening the codebase)",
             done.method,
             r.candidates,
             r.sad_kept,

@@ -8,6 +8,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
 use repohop::eval::line_metrics::score_lines;
+use repohop::eval::line_report::{
+    compare_table, group_table, is_line_run, load_line_run, merge_line_runs, on_common_cursors,
+};
 use repohop::eval::lines::{run_lines, LineRunConfig};
 use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
 use repohop::eval::runner::RunnerConfig;
@@ -101,7 +104,8 @@ pub struct EvalArgs {
 
 #[derive(Args)]
 pub struct ReportArgs {
-    /// Run directories written by `repohop eval`.
+    /// Run directories written by `repohop eval` (all of function tasks, or all of line tasks:
+    /// those are compared on the cursors every run finished).
     #[arg(required = true)]
     runs: Vec<PathBuf>,
     /// Print a JSON array of run summaries instead of markdown tables.
@@ -111,7 +115,8 @@ pub struct ReportArgs {
     #[arg(long)]
     chart: Option<PathBuf>,
     /// The directories are shards of one run (`eval --shard i/n`, possibly on other machines):
-    /// report them as one. Refuses different methods, task files or timeouts, and overlaps.
+    /// report them as one. Refuses different methods, task files, timeouts (line runs: models
+    /// or budgets) and overlaps.
     #[arg(long)]
     merge: bool,
 }
@@ -378,28 +383,7 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
         "{}: {} line tasks ({} run now, {} resumed, {} errors) · {:.0} s wall",
         s.method, s.total, s.ran, s.resumed, s.errors, s.wall_seconds
     );
-    println!("| group | tasks | EM % | ES % | ID-EM % | ID-F1 % | GC EM % | GC ES % | GC ID-EM % | GC ID-F1 % |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let groups = std::iter::once(("all".to_string(), &s.all))
-        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
-        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
-    for (name, g) in groups {
-        let pct = |m: &repohop::eval::line_metrics::LineScores| {
-            format!(
-                "{:.2} | {:.2} | {:.2} | {:.2}",
-                100.0 * m.em,
-                100.0 * m.es,
-                100.0 * m.id_em,
-                100.0 * m.id_f1
-            )
-        };
-        println!(
-            "| {name} | {} | {} | {} |",
-            g.tasks,
-            pct(&g.cceval),
-            pct(&g.graphcoder)
-        );
-    }
+    print!("{}", group_table(&s));
     println!(
         "retrieval {:.1} ms median per cursor (codebase build up to {:.0} ms) · generation {:.0} ms median · {:.0} prompt tokens mean",
         s.retrieve_ms_median, s.codebase_ms_max, s.generate_ms_median, s.prompt_tokens_mean
@@ -440,6 +424,13 @@ fn print_summary(s: &Summary, out: &std::path::Path) {
 }
 
 pub fn run_report(args: ReportArgs) -> Result<()> {
+    let lines = args.runs.iter().filter(|d| is_line_run(d)).count();
+    if lines == args.runs.len() {
+        return report_lines(&args);
+    }
+    if lines > 0 {
+        bail!("line-completion runs and function runs cannot share a report; give one kind");
+    }
     let runs = if args.merge {
         let merged = merge_runs(&args.runs)?;
         if let Some(missing) = merged.missing.as_ref().filter(|m| !m.is_empty()) {
@@ -465,6 +456,48 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     } else {
         print!("{}", markdown(&runs));
     }
+    Ok(())
+}
+
+/// `report` of line-completion runs: one run's groups, or several runs compared on the cursors
+/// they all finished.
+fn report_lines(args: &ReportArgs) -> Result<()> {
+    if args.chart.is_some() {
+        bail!("--chart draws function runs; line runs have no chart");
+    }
+    let runs = if args.merge {
+        let merged = merge_line_runs(&args.runs)?;
+        if let Some(missing) = merged.missing.as_ref().filter(|m| !m.is_empty()) {
+            eprintln!(
+                "note: {} of the task file's cursors are in no shard (first: {})",
+                missing.len(),
+                missing[0]
+            );
+        }
+        vec![merged]
+    } else {
+        args.runs
+            .iter()
+            .map(|d| load_line_run(d))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let (runs, left_out) = on_common_cursors(&runs);
+    if args.json {
+        println!("{}", serde_json::to_string(&runs)?);
+        return Ok(());
+    }
+    if left_out > 0 {
+        println!(
+            "on the {} cursors every run finished ({left_out} finished by only some are left out)\n",
+            runs[0].summary.total
+        );
+    }
+    print!("{}", compare_table(&runs));
+    if let [one] = &runs[..] {
+        println!();
+        print!("{}", group_table(&one.summary));
+    }
+    println!("(EM/ES/ID: CrossCodeEval's definitions; GC: GraphCoder's)");
     Ok(())
 }
 

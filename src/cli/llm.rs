@@ -10,7 +10,7 @@ use clap::Args;
 use repohop::llm::qwen::{argmax, Arch};
 use repohop::llm::{
     resolve, CandleLlm, Constraint, GenerateRequest, GenerateResponse, Llm, LlmOptions, Message,
-    ModelFiles, Prompt, Sampling,
+    ModelFiles, Prompt, Sampling, Speculation,
 };
 use repohop::models::DEFAULT_GENERATOR;
 
@@ -112,6 +112,19 @@ pub struct BenchLlmArgs {
     /// with ours in the same process).
     #[arg(long)]
     pub no_peer: bool,
+    /// Instead: speculative decoding against plain decoding on the generation prompts of an
+    /// eval run directory (its `tasks/*/trace.json`), greedy, interleaved, answers compared.
+    #[arg(long, value_name = "RUN_DIR")]
+    pub speculative: Option<std::path::PathBuf>,
+    /// With --speculative: how many of the run's prompts.
+    #[arg(long, default_value_t = 8)]
+    pub prompts: usize,
+    /// With --speculative: most tokens drafted per step.
+    #[arg(long, default_value_t = Speculation::default().draft)]
+    pub draft: usize,
+    /// With --speculative: most answer tokens per prompt.
+    #[arg(long, default_value_t = 512)]
+    pub answer_tokens: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -123,6 +136,9 @@ def parse_args(self, argv):\n        return [a for a in argv if not a.startswith
 pub fn bench(args: BenchLlmArgs) -> Result<()> {
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    if let Some(dir) = &args.speculative {
+        return bench_speculative(&mut llm, dir, &args);
+    }
     let mut ids = Vec::new();
     while ids.len() < args.prompt_tokens {
         ids.extend(llm.encode(CODE)?);
@@ -209,6 +225,122 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
         println!("constrained decoding: {}", report["constrained"]);
         println!("prefix cache: {}", report["prefix_cache"]);
     }
+    Ok(())
+}
+
+/// The generation prompts saved in an eval run directory's traces, in task order.
+fn saved_prompts(dir: &std::path::Path, limit: usize) -> Result<Vec<String>> {
+    let tasks = dir.join("tasks");
+    let mut traces: Vec<_> = std::fs::read_dir(&tasks)
+        .with_context(|| format!("{}: not an eval run directory", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path().join("trace.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    traces.sort();
+    let prompts: Vec<String> = traces
+        .iter()
+        .filter_map(|p| {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+            v["prompt"].as_str().map(str::to_string)
+        })
+        .take(limit)
+        .collect();
+    anyhow::ensure!(
+        !prompts.is_empty(),
+        "{}: no task trace with a generation prompt",
+        tasks.display()
+    );
+    Ok(prompts)
+}
+
+/// Each saved prompt answered greedily `--runs` times with speculative decoding off and on,
+/// interleaved, from a cold cache: decode speed (prefill excluded), drafts accepted, and
+/// whether the answers are the same.
+fn bench_speculative(
+    llm: &mut CandleLlm,
+    dir: &std::path::Path,
+    args: &BenchLlmArgs,
+) -> Result<()> {
+    let on = Speculation {
+        draft: args.draft,
+        ..Speculation::default()
+    };
+    llm.set_speculation(Some(on));
+    anyhow::ensure!(
+        llm.speculation().is_some(),
+        "speculative decoding needs our AVX-512 kernels (an exact several-token pass); this \
+         machine or model has none"
+    );
+    let prompts = saved_prompts(dir, args.prompts)?;
+    let (mut plain_tps, mut fast_tps, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut drafted, mut accepted, mut tokens, mut passes) = (0, 0, 0, 0);
+    let mut differ = 0;
+    for (i, text) in prompts.iter().enumerate() {
+        let mut req = GenerateRequest::new(Prompt::Chat(vec![Message::user(text.clone())]));
+        req.max_new_tokens = args.answer_tokens;
+        for run in 0..args.runs {
+            let mut answer = |s: Option<Speculation>| -> Result<GenerateResponse> {
+                llm.set_speculation(s);
+                llm.clear_cache();
+                Ok(llm.generate(&req)?)
+            };
+            let plain = answer(None)?;
+            let fast = answer(Some(on))?;
+            let tps = |r: &GenerateResponse| r.generated_tokens as f64 / (r.decode_ms / 1e3);
+            plain_tps.push(tps(&plain));
+            fast_tps.push(tps(&fast));
+            ratios.push(plain.decode_ms / fast.decode_ms);
+            differ += usize::from(fast.tokens != plain.tokens);
+            drafted += fast.drafted_tokens;
+            accepted += fast.accepted_tokens;
+            tokens += fast.generated_tokens;
+            passes += fast.generated_tokens.saturating_sub(fast.accepted_tokens);
+            if !args.json {
+                eprintln!(
+                    "prompt {i} run {run}: {} tokens, plain {:.1} tok/s, speculative {:.1} tok/s ({:.2}x), {} of {} drafted accepted{}",
+                    fast.generated_tokens,
+                    tps(&plain),
+                    tps(&fast),
+                    plain.decode_ms / fast.decode_ms,
+                    fast.accepted_tokens,
+                    fast.drafted_tokens,
+                    if fast.tokens == plain.tokens { "" } else { " · ANSWERS DIFFER" }
+                );
+            }
+        }
+    }
+    let report = serde_json::json!({
+        "model": args.model,
+        "prompts": prompts.len(),
+        "runs": args.runs,
+        "draft": on.draft,
+        "ngram": on.ngram,
+        "plain_decode_tokens_per_s": median(&plain_tps),
+        "speculative_decode_tokens_per_s": median(&fast_tps),
+        "speedup_median": median(&ratios),
+        "acceptance": accepted as f64 / drafted.max(1) as f64,
+        "tokens_per_pass": tokens as f64 / passes.max(1) as f64,
+        "answers_differing": differ,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "speculative decoding (draft {}, {} prompts × {} runs): {:.1} → {:.1} tok/s decode, median speed-up {:.2}x; {:.0}% of drafted tokens accepted, {:.2} tokens per pass; answers differing: {differ}",
+            on.draft,
+            prompts.len(),
+            args.runs,
+            median(&plain_tps),
+            median(&fast_tps),
+            median(&ratios),
+            100.0 * report["acceptance"].as_f64().unwrap_or(0.0),
+            report["tokens_per_pass"].as_f64().unwrap_or(0.0),
+        );
+    }
+    anyhow::ensure!(
+        differ == 0,
+        "speculative answers differed from plain ones in {differ} runs"
+    );
     Ok(())
 }
 

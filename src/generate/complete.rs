@@ -2,7 +2,9 @@
 //! the line prompt, let the model continue the unfinished code until its first complete
 //! statement.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,13 +13,14 @@ use serde::Serialize;
 use super::line::{line_prompt, LinePrompt};
 use crate::embed::Embedder;
 use crate::graph::SliceLimits;
+use crate::index::vectors::IndexError;
 use crate::llm::{GenerateRequest, Llm, LlmError, Prompt};
 use crate::repo::lang::lexical::first_statement;
 use crate::repo::model::Lang;
 use crate::repo::Repository;
 use crate::retrieve::saracoder::eaid::{eaid, Eaid};
 use crate::retrieve::saracoder::{
-    cut_before, retrieve, Codebase, Options, Rank, Retrieval, RetrieveError, Units,
+    cut_before, retrieve, Codebase, Options, Rank, Retrieval, RetrieveError, StoreReport, Units,
 };
 
 /// Which retrieval feeds the prompt.
@@ -161,6 +164,8 @@ pub struct LineCompletion {
     pub eaid: Option<Eaid>,
     /// Building the repository's codebase (0 when an earlier cursor built it).
     pub codebase_ms: f64,
+    /// What reading and writing the stored codebase did, when this cursor opened it.
+    pub store: Option<StoreReport>,
     pub retrieve_ms: f64,
     pub generate_ms: f64,
     pub prompt_tokens: usize,
@@ -172,6 +177,8 @@ pub struct LineCompletion {
 pub struct Completer {
     repo: Arc<Repository>,
     codebases: HashMap<Units, Codebase>,
+    /// Where codebases and key vectors are kept between processes; `None`: in memory only.
+    store: Option<PathBuf>,
 }
 
 impl Completer {
@@ -179,7 +186,30 @@ impl Completer {
         Self {
             repo,
             codebases: HashMap::new(),
+            store: None,
         }
+    }
+
+    /// A completer that reads its codebases and key vectors from `dir` (the repository's cache
+    /// folder) and writes back what it built; [`Completer::save_vectors`] writes the vectors.
+    pub fn with_store(repo: Arc<Repository>, dir: PathBuf) -> Self {
+        Self {
+            store: Some(dir),
+            ..Self::new(repo)
+        }
+    }
+
+    /// Writes the key vectors embedded since the store was read, for each codebase; returns
+    /// whether anything was written. Nothing without a store.
+    pub fn save_vectors(&self, embedder: &dyn Embedder) -> Result<bool, IndexError> {
+        let Some(dir) = &self.store else {
+            return Ok(false);
+        };
+        let mut wrote = false;
+        for codebase in self.codebases.values() {
+            wrote |= codebase.save_vectors(&store_dir(dir, codebase.units), embedder.info())?;
+        }
+        Ok(wrote)
     }
 
     /// Completes the line `line` (1-based) of `path`: the code above it is the unfinished
@@ -230,13 +260,17 @@ impl Completer {
         }
         let repo = &*self.repo;
         let started = Instant::now();
+        let mut store = None;
         let codebase = match plan {
-            Some((units, _, _)) => Some(
-                &*self
-                    .codebases
-                    .entry(units)
-                    .or_insert_with(|| Codebase::build(repo, units, &opts.limits)),
-            ),
+            Some((units, _, _)) => Some(&*match self.codebases.entry(units) {
+                Entry::Occupied(o) => o.into_mut(),
+                Entry::Vacant(v) => {
+                    let (codebase, report) =
+                        open_codebase(repo, units, &opts.limits, self.store.as_deref(), embedder);
+                    store = report;
+                    v.insert(codebase)
+                }
+            }),
             None => None,
         };
         let codebase_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -284,12 +318,43 @@ impl Completer {
             retrieval,
             eaid: external,
             codebase_ms,
+            store,
             retrieve_ms,
             generate_ms: done.generate_ms,
             prompt_tokens: done.prompt_tokens,
             generated_tokens: done.generated_tokens,
         })
     }
+}
+
+/// The folder of the stored codebase of `units` (slices and windows keep separate vectors).
+fn store_dir(dir: &Path, units: Units) -> PathBuf {
+    dir.join(match units {
+        Units::Slices => "saracoder-slices",
+        Units::Windows => "saracoder-windows",
+    })
+}
+
+/// A codebase built, or read from the store in `dir` with the key vectors of `embedder`.
+fn open_codebase(
+    repo: &Repository,
+    units: Units,
+    limits: &SliceLimits,
+    dir: Option<&Path>,
+    embedder: Option<&dyn Embedder>,
+) -> (Codebase, Option<StoreReport>) {
+    let Some(dir) = dir else {
+        return (Codebase::build(repo, units, limits), None);
+    };
+    let dir = store_dir(dir, units);
+    let (codebase, mut report) = Codebase::open(repo, units, limits, &dir);
+    if let Some(e) = embedder {
+        match codebase.load_vectors(&dir, e.info()) {
+            Ok(n) => report.vectors_read = n,
+            Err(err) => report.problem = Some(format!("key vectors not read ({err})")),
+        }
+    }
+    (codebase, Some(report))
 }
 
 /// One prompt and one generation.
@@ -331,6 +396,7 @@ fn generate(
     let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
     request.max_new_tokens = opts.max_new_tokens;
     request.until_statement = Some(line.lang);
+    request.code_first = true;
     let started = Instant::now();
     let response = llm.generate(&request)?;
     let generate_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -515,6 +515,8 @@ mod tests {
                 prefill_ms: 0.0,
                 decode_ms: 0.0,
                 constraint_ms: 0.0,
+                drafted_tokens: 0,
+                accepted_tokens: 0,
                 tokens: Vec::new(),
             })
         }

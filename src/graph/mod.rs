@@ -13,14 +13,14 @@ pub mod slice;
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::repo::model::Lang;
 
 pub use slice::{slice, Slice, SliceLimits};
 
 /// What an edge says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeKind {
     /// `to` may run right after `from`.
@@ -31,7 +31,7 @@ pub enum EdgeKind {
     ControlDependence,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Edge {
     pub from: usize,
     pub to: usize,
@@ -40,7 +40,7 @@ pub struct Edge {
 
 /// A statement: a simple statement whole, or a compound statement's header (`if x:`,
 /// `for a in b:`, `def f(x):`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statement {
     pub id: usize,
     /// The tree-sitter kind (`if_statement`, `expression_statement`, `elif_clause`, ...).
@@ -58,7 +58,8 @@ pub struct Statement {
 }
 
 /// The code context graph of one file (or of the code above a cursor).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(from = "Stored")]
 pub struct Ccg {
     pub statements: Vec<Statement>,
     /// Sorted, without repeats.
@@ -66,6 +67,19 @@ pub struct Ccg {
     /// Per statement, the indexes in `edges` of the edges into it.
     #[serde(skip)]
     incoming: Vec<Vec<usize>>,
+}
+
+/// A graph as written: its edge index is rebuilt when read.
+#[derive(Deserialize)]
+struct Stored {
+    statements: Vec<Statement>,
+    edges: Vec<Edge>,
+}
+
+impl From<Stored> for Ccg {
+    fn from(s: Stored) -> Ccg {
+        Ccg::new(s.statements, s.edges)
+    }
 }
 
 impl Ccg {

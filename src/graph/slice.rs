@@ -5,11 +5,11 @@
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Ccg, Edge, EdgeKind};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SliceLimits {
     /// Most control-flow hops from the target statement.
     pub hops: usize,
@@ -29,7 +29,7 @@ impl Default for SliceLimits {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Slice {
     /// The statement the slice was taken from (its core: the largest id in it).
     pub target: usize,

@@ -236,6 +236,8 @@ fn finish_head(
 
 /// Query rows per attention unit in prefill: enough to make the two GEMMs efficient.
 const QUERY_BLOCK: usize = 32;
+/// Up to this many query rows, each row is its own block (see [`attention`]).
+pub const EXACT_ROWS: usize = 16;
 
 /// Causal grouped-query attention of `n` new tokens at positions `pos..pos + n`.
 /// `q`, `k`, `v` are the projections `(n, heads·head_dim)`, `(n, kv_heads·head_dim)` before
@@ -328,19 +330,22 @@ pub(crate) fn attention(
     let mut out = vec![0f32; n * h * hd];
     let (keys, values) = (&kv.k, &kv.v);
     let groups = h / kvh;
-    let blocks = n.div_ceil(QUERY_BLOCK);
+    // A few rows (drafted tokens being verified) go one by one, as decode computes each, so
+    // their outputs match decode's bit for bit.
+    let block = if n <= EXACT_ROWS { 1 } else { QUERY_BLOCK };
+    let blocks = n.div_ceil(block);
     let scale = 1.0 / (hd as f32).sqrt();
     let dst = SharedMut(out.as_mut_ptr());
     let qr = &qr;
     // One unit = one query head over one block of query rows; the heads of a KV group are
     // neighbours so their shared keys stay in cache.
-    par_ranges(h * blocks, QUERY_BLOCK * total * hd / 4, |range| {
+    par_ranges(h * blocks, block * total * hd / 4, |range| {
         let mut scores = Vec::new();
         for unit in range {
             let (head, blk) = (unit / blocks, unit % blocks);
             let g = head / groups;
-            let i0 = blk * QUERY_BLOCK;
-            let rows = QUERY_BLOCK.min(n - i0);
+            let i0 = blk * block;
+            let rows = block.min(n - i0);
             // Keys up to the block's last query; later ones are masked for every row.
             let len = pos + i0 + rows;
             scores.clear();
@@ -516,6 +521,47 @@ mod tests {
             assert!(diff < 1e-4, "n={n} pos={pos}: max diff {diff}");
             pos += n;
         }
+    }
+
+    #[test]
+    fn a_few_rows_at_once_are_the_rows_one_by_one_bit_for_bit() {
+        let (h, kvh, hd) = (4, 2, 32);
+        let cs: (Vec<f32>, Vec<f32>) = (0..64 * hd / 2)
+            .map(|i| ((i as f32 * 0.37).cos(), (i as f32 * 0.37).sin()))
+            .unzip();
+        let p = params(h, kvh, hd, &cs);
+        let val = |i: usize| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5;
+        let (pos, n) = (20, EXACT_ROWS);
+        let q: Vec<f32> = (0..(pos + n) * h * hd).map(val).collect();
+        let k: Vec<f32> = (0..(pos + n) * kvh * hd).map(|i| val(i + 1)).collect();
+        let v: Vec<f32> = (0..(pos + n) * kvh * hd).map(|i| val(i + 2)).collect();
+        let rows = |x: &[f32], w: usize, a: usize, b: usize| x[a * w..b * w].to_vec();
+        let run = |steps: &[usize]| {
+            let mut kv = HostKv::new(kvh, hd);
+            kv.resize(64, 0).unwrap();
+            let mut out = Vec::new();
+            let mut at = 0;
+            for &m in steps {
+                let y = attention(
+                    &p,
+                    &rows(&q, h * hd, at, at + m),
+                    &rows(&k, kvh * hd, at, at + m),
+                    &rows(&v, kvh * hd, at, at + m),
+                    &mut kv,
+                    at,
+                    m,
+                )
+                .unwrap();
+                out.extend(y);
+                at += m;
+            }
+            out
+        };
+        // A prefill, then the last rows one by one (decode) or all at once (a draft verified).
+        let one_by_one = run(&[&[pos][..], &vec![1; n]].concat());
+        let together = run(&[pos, n]);
+        let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&together), bits(&one_by_one));
     }
 
     /// Parameters for `h`/`kvh` heads of `hd` over the rotary tables `cs` (their values do not

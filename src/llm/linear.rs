@@ -31,6 +31,13 @@ impl Weight {
         let mut ys = project(&[self], x)?;
         Ok(ys.remove(0))
     }
+
+    /// Whether a few activation rows at once give each row's single-row result bit for bit:
+    /// true for the weights our kernels multiply (Q4_K tiles, Q6_K up to
+    /// [`quantized::Q6K_MAX_ROWS`] rows) when they run here.
+    pub(crate) fn rows_exact(&self) -> bool {
+        quantized::available() && (matches!(self, Weight::Q4K(_)) || q6k_tensor(self).is_some())
+    }
 }
 
 /// The Q6_K tensor behind a candle weight, for our single-row kernel.
@@ -73,7 +80,7 @@ fn ours(ws: &[&Weight], x: &Tensor, out: &mut [Option<Tensor>]) -> Result<()> {
     let q6k_data: Vec<Option<Cow<[u8]>>> = ws
         .iter()
         .map(|w| match q6k_tensor(w) {
-            Some(t) if rows == 1 => t.data().map(Some),
+            Some(t) if rows <= quantized::Q6K_MAX_ROWS => t.data().map(Some),
             _ => Ok(None),
         })
         .collect::<Result<_>>()?;

@@ -25,7 +25,7 @@ mod token_bytes;
 
 pub use chat::{chatml, fim_prompt, Message, Role};
 pub use constraint::{Constraint, IdentPattern, Matcher};
-pub use engine::{CandleLlm, LlmOptions};
+pub use engine::{CandleLlm, LlmOptions, Speculation};
 pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
 pub use token_bytes::TokenBytes;
 
@@ -105,6 +105,10 @@ pub struct GenerateRequest {
     /// line, brackets balanced): line completion wants one statement, not 64 tokens. The text
     /// is cut after that statement. Ignored while a constraint is active.
     pub until_statement: Option<crate::repo::model::Lang>,
+    /// With `until_statement`: the answer may not open with a comment or a Markdown fence, so
+    /// its first non-blank token is code. A small model shown context as comments tends to
+    /// copy that scaffolding on instead of completing the line.
+    pub code_first: bool,
     pub constraint: Option<Constraint>,
 }
 
@@ -117,6 +121,7 @@ impl GenerateRequest {
             sampling: Sampling::Greedy,
             stop: Vec::new(),
             until_statement: None,
+            code_first: false,
             constraint: None,
         }
     }
@@ -148,6 +153,10 @@ pub struct GenerateResponse {
     pub decode_ms: f64,
     /// Time spent checking and masking tokens for the constraint (part of `decode_ms`).
     pub constraint_ms: f64,
+    /// Speculative decoding: tokens drafted from the prompt, and how many the model agreed with
+    /// (each agreed token saved a decode step).
+    pub drafted_tokens: usize,
+    pub accepted_tokens: usize,
     /// The generated token ids (stop tokens excluded).
     pub tokens: Vec<u32>,
 }

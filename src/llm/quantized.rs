@@ -24,6 +24,8 @@ const QK: usize = 256;
 const TILE_ROWS: usize = 16;
 /// Activation rows a tile is multiplied with per pass (register blocking in prefill).
 const MAX_ROWS: usize = 4;
+/// Most activation rows our Q6_K kernel takes (one at a time); candle multiplies more.
+pub(crate) const Q6K_MAX_ROWS: usize = 16;
 /// GGUF block sizes in bytes.
 const Q4K_BLOCK: usize = 144;
 const Q6K_BLOCK: usize = 210;
@@ -308,8 +310,8 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
     for (w, out) in weights.iter().zip(outs.iter_mut()) {
         assert_eq!(w.k(), k, "weight and activations disagree on k");
         assert!(
-            matches!(w, QWeight::Q4K(_)) || x.rows == 1,
-            "Q6_K runs single rows"
+            matches!(w, QWeight::Q4K(_)) || x.rows <= Q6K_MAX_ROWS,
+            "Q6_K runs at most {Q6K_MAX_ROWS} rows"
         );
         out.clear();
         out.resize(x.rows * w.n(), 0.0);
@@ -334,7 +336,14 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             unsafe {
                 match w {
                     QWeight::Q4K(t) => x86::q4k_unit(t, x, rows, group, dsts[wi], n),
-                    QWeight::Q6K(q) => x86::q6k_rows(q, x.row(0), cols, dsts[wi]),
+                    // Row by row, each as decode computes it: a few rows verified at once
+                    // (speculative decoding) get decode's logits bit for bit.
+                    QWeight::Q6K(q) => {
+                        for r in rows {
+                            let dst = SharedMut(dsts[wi].at(r * n));
+                            x86::q6k_rows(q, x.row(r), cols.clone(), dst);
+                        }
+                    }
                 }
             }
         }
@@ -739,8 +748,9 @@ mod tests {
         let w = Weight::from_qtensor(wt).unwrap();
         assert!(matches!(w, Weight::Candle(_)));
         assert_close(&w.forward(&x).unwrap(), &want);
-        // Several rows take candle's path; the result is the same product.
-        let x3 = random(3, k, 4);
+        // Up to Q6K_MAX_ROWS rows go row by row through our kernel, more take candle's path;
+        // the result is the same product.
+        let x3 = random(Q6K_MAX_ROWS + 3, k, 4);
         let want3 = {
             let Weight::Candle(candle_core::quantized::QMatMul::QTensor(t)) = &w else {
                 unreachable!()
@@ -748,6 +758,35 @@ mod tests {
             reference(t, &x3)
         };
         assert_close(&w.forward(&x3).unwrap(), &want3);
+    }
+
+    #[test]
+    fn a_few_rows_at_once_are_the_rows_one_by_one_bit_for_bit() {
+        assert_kernels_follow_env();
+        let k = 512;
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let w =
+                Weight::from_qtensor(QTensor::quantize(&random(48, k, 9), dtype).unwrap()).unwrap();
+            if !w.rows_exact() {
+                eprintln!("{dtype:?}: not multiplied by our kernels here");
+                continue;
+            }
+            let x = random(Q6K_MAX_ROWS, k, 11);
+            let bits = |t: Tensor| -> Vec<u32> {
+                t.flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.to_bits())
+                    .collect()
+            };
+            let together = bits(w.forward(&x).unwrap());
+            let one_by_one: Vec<u32> = (0..Q6K_MAX_ROWS)
+                .flat_map(|r| bits(w.forward(&x.narrow(0, r, 1).unwrap()).unwrap()))
+                .collect();
+            assert_eq!(together, one_by_one, "{dtype:?}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ use candle_core::quantized::{gguf_file, GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
+pub use super::kernels::EXACT_ROWS;
 use super::kernels::{self, host_f32, AttnParams, HostKv};
 use super::linear::{project, Weight};
 use super::LlmError;
@@ -541,6 +542,19 @@ impl QwenModel {
     }
 
     /// Forgets cached positions from `len` on; the buffers are kept for reuse.
+    /// Whether `forward` of up to [`EXACT_ROWS`] tokens gives each position the logits that
+    /// feeding them one by one gives, bit for bit (our CPU kernels: a drafted continuation is
+    /// verified in one pass and greedy output stays the same).
+    pub fn rows_exact(&self) -> bool {
+        self.device.is_cpu()
+            && self.lm_head.rows_exact()
+            && self.layers.iter().all(|l| {
+                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                    .iter()
+                    .all(|w| w.rows_exact())
+            })
+    }
+
     pub fn truncate_kv(&mut self, len: usize) {
         self.kv_len = self.kv_len.min(len);
     }

@@ -76,6 +76,18 @@ pub fn classify(s: &str, lang: Lang) -> Vec<(usize, char, Class)> {
     out
 }
 
+/// Whether `text`, the start of an answer, opens with a comment or a Markdown fence rather than
+/// code: its first non-blank byte is a backtick, `#` (Python) or `/` (Java, which no statement
+/// starts with). `false` while `text` is blank.
+pub fn opens_aside(text: &[u8], lang: Lang) -> bool {
+    match text.trim_ascii_start().first() {
+        Some(b'`') => true,
+        Some(b'#') => lang == Lang::Python,
+        Some(b'/') => lang == Lang::Java,
+        _ => false,
+    }
+}
+
 /// The prediction up to the end of its first complete statement (Python: a logical line with
 /// balanced brackets; Java: through the first `;`, `{` or `}` outside brackets).
 pub fn first_statement(s: &str, lang: Lang) -> &str {
@@ -126,6 +138,18 @@ pub fn first_statement(s: &str, lang: Lang) -> &str {
 mod tests {
     use super::*;
     use Lang::*;
+
+    #[test]
+    fn asides_are_comments_and_fences_after_blanks() {
+        assert!(opens_aside(b"\n    # the below fragment", Python));
+        assert!(opens_aside(b"```", Python));
+        assert!(opens_aside(b"  //", Java));
+        assert!(opens_aside(b"/", Java));
+        assert!(!opens_aside(b"    return x  # done", Python));
+        assert!(!opens_aside(b"/ 2", Python));
+        assert!(!opens_aside(b"#", Java));
+        assert!(!opens_aside(b" \n\t", Python));
+    }
 
     #[test]
     fn first_statement_respects_brackets_strings_and_comments() {

@@ -5,9 +5,11 @@
 pub mod eaid;
 pub mod rank;
 pub mod retrieval;
+pub mod store;
 
 pub use rank::{dsed, jaccard, mmr, tokens, Dsed, GAMMA, LAMBDA};
 pub use retrieval::{
     cut_before, retrieve, Codebase, Cursor, Options, Pick, Rank, Retrieval, RetrieveError, Snippet,
     Units,
 };
+pub use store::StoreReport;

@@ -21,10 +21,11 @@
 //! hidden (A.4). Candidate vectors are kept between cursors.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::rank::{dsed, mmr, tokens, GAMMA, LAMBDA};
@@ -36,7 +37,7 @@ use crate::repo::Repository;
 use crate::retrieve::slices::{windows, WINDOW_LINES};
 
 /// What the codebase is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Units {
     /// One context-graph slice per statement.
@@ -121,6 +122,8 @@ pub struct Codebase {
     snippets: Vec<Snippet>,
     /// Embedder vectors of keys (by hash of the key), kept across cursors.
     vectors: Mutex<HashMap<[u8; 32], Vec<f32>>>,
+    /// How many of them the disk store holds (see `store`).
+    pub(super) stored_vectors: AtomicUsize,
     /// Token ids: Jaccard similarity over thousands of units compares integers, not strings.
     vocab: HashMap<String, u32>,
 }
@@ -153,71 +156,129 @@ fn jaccard_ids(a: &[u32], b: &[u32]) -> f64 {
     common as f64 / union as f64
 }
 
-/// The units of one file's text. `graph` is where its slices' graph will be found.
-fn file_units(
-    path: &str,
-    text: &str,
-    lang: Lang,
-    units: Units,
-    limits: &SliceLimits,
-    graph: GraphRef,
-    id: &mut dyn FnMut(String) -> u32,
-) -> (Option<Ccg>, Vec<Snippet>) {
+/// One unit of a file before its tokens are interned: what the disk cache keeps.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Unit {
+    start_line: usize,
+    end_line: usize,
+    key: String,
+    text: String,
+    slice: Option<Slice>,
+}
+
+/// The units of one file's text, with the graph their slices belong to.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(super) struct FileUnits {
+    graph: Option<Ccg>,
+    units: Vec<Unit>,
+}
+
+pub(super) fn file_units(text: &str, lang: Lang, units: Units, limits: &SliceLimits) -> FileUnits {
     let lines: Vec<&str> = text.lines().collect();
     let span = |a: usize, b: usize| lines[a - 1..b.min(lines.len())].join("\n");
-    let mut snippet = |start_line, end_line, key: String, text: String, slice| Snippet {
-        path: path.to_string(),
-        start_line,
-        end_line,
-        tokens: token_ids(&key, id),
-        key,
-        text,
-        slice,
-    };
     match units {
-        Units::Windows => {
-            let out = windows(lines.len())
+        Units::Windows => FileUnits {
+            graph: None,
+            units: windows(lines.len())
                 .into_iter()
-                .filter_map(|(a, b)| {
-                    let t = span(a, b);
-                    (!t.trim().is_empty()).then(|| snippet(a, b, t.clone(), t, None))
+                .map(|(a, b)| (a, b, span(a, b)))
+                .filter(|(_, _, t)| !t.trim().is_empty())
+                .map(|(start_line, end_line, t)| Unit {
+                    start_line,
+                    end_line,
+                    key: t.clone(),
+                    text: t,
+                    slice: None,
                 })
-                .collect();
-            (None, out)
-        }
+                .collect(),
+        },
         Units::Slices => {
             let Some(ccg) = Ccg::build(lang, text) else {
-                return (None, Vec::new());
+                return FileUnits::default();
             };
-            let out = (0..ccg.statements.len())
+            let units = (0..ccg.statements.len())
                 .map(|target| {
                     let s = slice(&ccg, target, limits);
                     let key = s.text(&ccg);
                     let members = s.statements.iter().map(|&id| &ccg.statements[id]);
                     let start = members.clone().map(|st| st.start_line).min().unwrap_or(1);
                     let end = members.map(|st| st.end_line).max().unwrap_or(start);
-                    let mut shown = key.clone();
+                    let mut text = key.clone();
                     if end < lines.len() {
-                        shown.push('\n');
-                        shown.push_str(&span(end + 1, end + FOLLOW_LINES));
+                        text.push('\n');
+                        text.push_str(&span(end + 1, end + FOLLOW_LINES));
                     }
-                    snippet(start, end, key, shown, Some((graph, s)))
+                    Unit {
+                        start_line: start,
+                        end_line: end,
+                        key,
+                        text,
+                        slice: Some(s),
+                    }
                 })
                 .collect();
-            (Some(ccg), out)
+            FileUnits {
+                graph: Some(ccg),
+                units,
+            }
         }
     }
+}
+
+/// The snippets of a file's units; `graph` is where their slices' graph will be found.
+fn snippets(
+    path: &str,
+    units: Vec<Unit>,
+    graph: GraphRef,
+    id: &mut dyn FnMut(String) -> u32,
+) -> Vec<Snippet> {
+    units
+        .into_iter()
+        .map(|u| Snippet {
+            path: path.to_string(),
+            start_line: u.start_line,
+            end_line: u.end_line,
+            tokens: token_ids(&u.key, id),
+            key: u.key,
+            text: u.text,
+            slice: u.slice.map(|s| (graph, s)),
+        })
+        .collect()
+}
+
+/// Each Python and Java file of `repo` with its text.
+pub(super) fn sources(repo: &Repository) -> impl Iterator<Item = (&str, Lang, &str)> {
+    repo.files()
+        .iter()
+        .filter_map(|f| match (f.lang, f.text.as_deref()) {
+            (Some(lang), Some(text)) => Some((f.path.as_str(), lang, text)),
+            _ => None,
+        })
 }
 
 impl Codebase {
     /// The units of every Python and Java file of `repo`, whole.
     pub fn build(repo: &Repository, units: Units, limits: &SliceLimits) -> Self {
+        Self::assemble(
+            units,
+            limits,
+            sources(repo).map(|(path, lang, text)| (path, file_units(text, lang, units, limits))),
+        )
+    }
+
+    /// A codebase of each file's units, in order.
+    pub(super) fn assemble<'a>(
+        units: Units,
+        limits: &SliceLimits,
+        files: impl Iterator<Item = (&'a str, FileUnits)>,
+    ) -> Self {
         let mut out = Codebase {
             units,
             limits: *limits,
             graphs: Vec::new(),
             snippets: Vec::new(),
             vectors: Mutex::new(HashMap::new()),
+            stored_vectors: AtomicUsize::new(0),
             vocab: HashMap::new(),
         };
         let mut vocab: HashMap<String, u32> = HashMap::new();
@@ -225,14 +286,10 @@ impl Codebase {
             let next = vocab.len() as u32;
             *vocab.entry(t).or_insert(next)
         };
-        for file in repo.files() {
-            let (Some(lang), Some(text)) = (file.lang, file.text.as_deref()) else {
-                continue;
-            };
+        for (path, file) in files {
             let g = GraphRef::Base(out.graphs.len());
-            let (ccg, snippets) = file_units(&file.path, text, lang, units, limits, g, &mut id);
-            out.graphs.extend(ccg);
-            out.snippets.extend(snippets);
+            out.graphs.extend(file.graph);
+            out.snippets.extend(snippets(path, file.units, g, &mut id));
         }
         out.vocab = vocab;
         out
@@ -253,15 +310,9 @@ impl Codebase {
         let lang = crate::repo::lang::for_path(path).map_or(Lang::Python, |l| l.lang());
         let mut extra: HashMap<String, u32> = HashMap::new();
         let mut id = |t: String| self.token_id(&mut extra, t);
-        let (graph, mut own) = file_units(
-            path,
-            unfinished,
-            lang,
-            self.units,
-            &self.limits,
-            GraphRef::Cursor,
-            &mut id,
-        );
+        let file = file_units(unfinished, lang, self.units, &self.limits);
+        let graph = file.graph;
+        let mut own = snippets(path, file.units, GraphRef::Cursor, &mut id);
         let query = match self.units {
             Units::Slices => own.pop().filter(|_| graph.is_some()),
             Units::Windows => {
@@ -300,10 +351,14 @@ impl Codebase {
         *extra.entry(token).or_insert(next)
     }
 
+    pub(super) fn vector_cache(&self) -> MutexGuard<'_, HashMap<[u8; 32], Vec<f32>>> {
+        self.vectors.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Vectors of `keys`, embedding only those not seen before.
     fn vectors(&self, embedder: &dyn Embedder, keys: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let hashes: Vec<[u8; 32]> = keys.iter().map(|k| digest(k)).collect();
-        let mut cache = self.vectors.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.vector_cache();
         let mut fresh = HashSet::new();
         let missing: Vec<usize> = (0..keys.len())
             .filter(|&i| !cache.contains_key(&hashes[i]) && fresh.insert(hashes[i]))

@@ -1,0 +1,316 @@
+//! Reports of line-completion run directories: one run's groups, several runs side by side on
+//! the cursors they all finished, and the shards of one run (`eval --shard`) merged into one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::batch::{read_json, tasks_sha256};
+use super::line_metrics::LineScores;
+use super::lines::{summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary};
+use super::tasks::load_line_tasks;
+use super::EvalError;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LineRunReport {
+    pub dir: PathBuf,
+    #[serde(flatten)]
+    pub summary: LineRunSummary,
+    /// For a merged report: the shard directories it combines (`dir` is the first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<PathBuf>,
+    /// For a merged report: cursors of the task file that no shard has finished, when the task
+    /// file is readable here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<String>>,
+    #[serde(skip)]
+    pub records: Vec<LineRecord>,
+}
+
+/// Whether `dir` holds a line-completion run (its `run.json` names a model and a budget).
+pub fn is_line_run(dir: &Path) -> bool {
+    read_json::<LineRunInfo>(&dir.join("run.json")).is_some()
+}
+
+/// The settings and finished records of a line run directory (also of a stopped run).
+pub fn load_line_records(dir: &Path) -> Result<(LineRunInfo, Vec<LineRecord>), EvalError> {
+    let info_path = dir.join("run.json");
+    let info: LineRunInfo = read_json(&info_path).ok_or_else(|| {
+        EvalError::Invalid(format!(
+            "{}: missing or not a line run's; is {} a run directory of `repohop eval` on line tasks?",
+            info_path.display(),
+            dir.display()
+        ))
+    })?;
+    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(dir.join("tasks")) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(_) => Vec::new(),
+    };
+    dirs.sort();
+    let records = dirs
+        .iter()
+        .filter_map(|d| read_json::<LineRecord>(&d.join("result.json")))
+        .collect();
+    Ok((info, records))
+}
+
+/// The wall time of the directory's last finished invocation.
+fn last_wall(dir: &Path) -> f64 {
+    read_json::<LineRunSummary>(&dir.join("summary.json")).map_or(0.0, |s| s.wall_seconds)
+}
+
+/// The report of one line run directory.
+pub fn load_line_run(dir: &Path) -> Result<LineRunReport, EvalError> {
+    let (info, records) = load_line_records(dir)?;
+    Ok(LineRunReport {
+        dir: dir.to_path_buf(),
+        summary: summarize_lines(&info.method, &records, 0, last_wall(dir)),
+        shards: Vec::new(),
+        missing: None,
+        records,
+    })
+}
+
+/// Combines the shards of one line run into one report. Refuses shards of other settings
+/// (method, model, task file contents, budget) and a cursor finished in two of them. The wall
+/// time is the longest shard's (they may run side by side).
+pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
+    let mut first: Option<(PathBuf, LineRunInfo)> = None;
+    let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut records = Vec::new();
+    let mut wall = 0.0f64;
+    for dir in dirs {
+        let (info, shard) = load_line_records(dir)?;
+        match &first {
+            Some((d0, i0)) => {
+                let same = LineRunInfo {
+                    tasks_file: i0.tasks_file.clone(),
+                    ..info.clone()
+                } == *i0;
+                if !same {
+                    return Err(EvalError::Invalid(format!(
+                        "cannot merge {} ({}, model {}, budget {}) and {} ({}, model {}, budget {}){}",
+                        d0.display(),
+                        i0.method,
+                        i0.model,
+                        i0.budget,
+                        dir.display(),
+                        info.method,
+                        info.model,
+                        info.budget,
+                        if i0.tasks_sha256 != info.tasks_sha256 {
+                            ": their task files differ"
+                        } else {
+                            ""
+                        }
+                    )));
+                }
+            }
+            None => first = Some((dir.clone(), info.clone())),
+        }
+        for r in shard {
+            if let Some(other) = owner.insert(r.id.clone(), dir.clone()) {
+                return Err(EvalError::Invalid(format!(
+                    "cannot merge: cursor {} is finished in both {} and {}; shards must not overlap",
+                    r.id,
+                    other.display(),
+                    dir.display()
+                )));
+            }
+            records.push(r);
+        }
+        wall = wall.max(last_wall(dir));
+    }
+    let Some((dir, info)) = first else {
+        return Err(EvalError::Invalid(
+            "--merge needs at least one run directory".into(),
+        ));
+    };
+    let missing = (tasks_sha256(&info.tasks_file).ok().as_ref() == Some(&info.tasks_sha256))
+        .then(|| load_line_tasks(&info.tasks_file).ok())
+        .flatten()
+        .map(|tasks| {
+            tasks
+                .into_iter()
+                .map(|t| t.id)
+                .filter(|id| !owner.contains_key(id))
+                .collect()
+        });
+    Ok(LineRunReport {
+        dir,
+        summary: summarize_lines(&info.method, &records, 0, wall),
+        shards: dirs.to_vec(),
+        missing,
+        records,
+    })
+}
+
+/// The runs cut to the cursors every one of them finished, so their rows compare the same
+/// lines; the count of cursors left out comes with them. One run is kept whole.
+pub fn on_common_cursors(runs: &[LineRunReport]) -> (Vec<LineRunReport>, usize) {
+    if runs.len() < 2 {
+        return (runs.to_vec(), 0);
+    }
+    let ids = |r: &LineRunReport| -> BTreeSet<String> {
+        r.records.iter().map(|x| x.id.clone()).collect()
+    };
+    let common = runs
+        .iter()
+        .skip(1)
+        .fold(ids(&runs[0]), |acc, r| &acc & &ids(r));
+    let all: BTreeSet<String> = runs.iter().flat_map(ids).collect();
+    let cut = runs
+        .iter()
+        .map(|r| {
+            let records: Vec<LineRecord> = r
+                .records
+                .iter()
+                .filter(|x| common.contains(&x.id))
+                .cloned()
+                .collect();
+            LineRunReport {
+                summary: summarize_lines(&r.summary.method, &records, 0, r.summary.wall_seconds),
+                records,
+                ..r.clone()
+            }
+        })
+        .collect();
+    (cut, all.len() - common.len())
+}
+
+fn pct4(m: &LineScores) -> String {
+    format!(
+        "{:.1} | {:.1} | {:.1} | {:.1}",
+        100.0 * m.em,
+        100.0 * m.es,
+        100.0 * m.id_em,
+        100.0 * m.id_f1
+    )
+}
+
+/// One run's scores per group (all, each split, each repository) in both definitions.
+pub fn group_table(s: &LineRunSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| group | tasks | EM % | ES % | ID-EM % | ID-F1 % | GC EM % | GC ES % | GC ID-EM % | GC ID-F1 % |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let groups = std::iter::once(("all".to_string(), &s.all))
+        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
+        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
+    for (name, g) in groups {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} |",
+            g.tasks,
+            pct4(&g.cceval),
+            pct4(&g.graphcoder)
+        );
+    }
+    out
+}
+
+/// Runs side by side, a row each: CrossCodeEval's scores over all cursors, ES per split, and
+/// the cost per cursor.
+pub fn compare_table(runs: &[LineRunReport]) -> String {
+    let splits: BTreeSet<&String> = runs
+        .iter()
+        .flat_map(|r| r.summary.by_split.keys())
+        .collect();
+    let mut out = String::new();
+    let split_head: String = splits.iter().map(|s| format!(" ES {s} % |")).collect();
+    let _ = writeln!(
+        out,
+        "| method | tasks | EM % | ES % | ID-EM % | ID-F1 % |{split_head} retrieval ms | generation s | prompt tokens |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---:|---:|---:|---:|---:|{}---:|---:|---:|",
+        "---:|".repeat(splits.len())
+    );
+    for r in runs {
+        let s = &r.summary;
+        let by_split: String = splits
+            .iter()
+            .map(|k| match s.by_split.get(*k) {
+                Some(LineGroup { tasks, cceval, .. }) if *tasks > 0 => {
+                    format!(" {:.1} ({tasks}) |", 100.0 * cceval.es)
+                }
+                _ => " – |".into(),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |{by_split} {:.1} | {:.1} | {:.0} |",
+            s.method,
+            s.total,
+            pct4(&s.all.cceval),
+            s.retrieve_ms_median,
+            s.generate_ms_median / 1e3,
+            s.prompt_tokens_mean
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, es: f64) -> LineRecord {
+        let scores = LineScores {
+            em: 0.0,
+            es,
+            id_em: 0.0,
+            id_f1: 0.0,
+        };
+        LineRecord {
+            id: id.into(),
+            repo: "r".into(),
+            file: "a.py".into(),
+            line: 1,
+            split: Some("in_file".into()),
+            ground_truth: "x = 1".into(),
+            completion: "x = 2".into(),
+            cceval: scores,
+            graphcoder: scores,
+            codebase_ms: 0.0,
+            retrieve_ms: 1.0,
+            generate_ms: 1000.0,
+            prompt_tokens: 10,
+            generated_tokens: 3,
+            snippets_shown: 0,
+            error: None,
+        }
+    }
+
+    fn report(method: &str, records: Vec<LineRecord>) -> LineRunReport {
+        LineRunReport {
+            dir: PathBuf::from(method),
+            summary: summarize_lines(method, &records, 0, 0.0),
+            shards: Vec::new(),
+            missing: None,
+            records,
+        }
+    }
+
+    #[test]
+    fn runs_compare_on_the_cursors_they_all_finished() {
+        let a = report("none", vec![record("1", 0.5), record("2", 1.0)]);
+        let b = report("saracoder", vec![record("2", 0.0), record("3", 1.0)]);
+        let (cut, left_out) = on_common_cursors(&[a.clone(), b]);
+        assert_eq!(left_out, 2);
+        assert_eq!(cut[0].summary.total, 1);
+        assert_eq!(cut[0].summary.all.cceval.es, 1.0);
+        assert_eq!(cut[1].summary.all.cceval.es, 0.0);
+        // One run stays whole.
+        let (one, none_out) = on_common_cursors(&[a]);
+        assert_eq!((one[0].summary.total, none_out), (2, 0));
+        let table = compare_table(&cut);
+        assert!(table.contains("| none | 1 | 0.0 | 100.0 |"), "{table}");
+        assert!(table.contains("ES in_file %"), "{table}");
+    }
+}
