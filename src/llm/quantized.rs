@@ -336,14 +336,7 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             unsafe {
                 match w {
                     QWeight::Q4K(t) => x86::q4k_unit(t, x, rows, group, dsts[wi], n),
-                    // Row by row, each as decode computes it: a few rows verified at once
-                    // (speculative decoding) get decode's logits bit for bit.
-                    QWeight::Q6K(q) => {
-                        for r in rows {
-                            let dst = SharedMut(dsts[wi].at(r * n));
-                            x86::q6k_rows(q, x.row(r), cols.clone(), dst);
-                        }
-                    }
+                    QWeight::Q6K(q) => x86::q6k_unit(q, x, rows, cols, dsts[wi], n),
                 }
             }
         }
@@ -520,25 +513,56 @@ mod x86 {
         }
     }
 
-    /// Output columns `cols` of a single activation row times a Q6_K weight.
+    /// Output columns `cols` of activation rows `rows` (at most [`MAX_ROWS`]) times a Q6_K
+    /// weight: each weight block is unpacked once for all the rows.
     ///
     /// # Safety
-    /// [`available`] must hold; `act` must hold `w.k / 256` blocks, `dst` `w.n` values, of
-    /// which no one else writes `cols` meanwhile.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
-    pub(super) unsafe fn q6k_rows(
+    /// [`available`] must hold; `w.k` must equal `x`'s row length, `rows` lie in `0..x.rows`,
+    /// `cols` in `0..w.n` = `n`, and `dst` hold `x.rows × n` values, of which no one else
+    /// writes this unit's `rows × cols` block meanwhile.
+    pub(super) unsafe fn q6k_unit(
         w: &Q6KRows,
-        act: &[Q8Block],
+        x: &Q8Rows,
+        rows: Range<usize>,
         cols: Range<usize>,
         dst: SharedMut,
+        n: usize,
+    ) {
+        // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ MAX_ROWS.
+        unsafe {
+            match rows.len() {
+                1 => q6k_rows::<1>(w, x, rows.start, cols, dst, n),
+                2 => q6k_rows::<2>(w, x, rows.start, cols, dst, n),
+                3 => q6k_rows::<3>(w, x, rows.start, cols, dst, n),
+                _ => q6k_rows::<4>(w, x, rows.start, cols, dst, n),
+            }
+        }
+    }
+
+    /// Columns `cols` of activation rows `r0..r0 + R` times a Q6_K weight. Each row's
+    /// arithmetic is the same whatever R is, so several rows at once give each row's
+    /// single-row result bit for bit.
+    ///
+    /// # Safety
+    /// As [`q6k_unit`], with `r0 + R ≤ x.rows`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c")]
+    unsafe fn q6k_rows<const R: usize>(
+        w: &Q6KRows,
+        x: &Q8Rows,
+        r0: usize,
+        cols: Range<usize>,
+        dst: SharedMut,
+        n: usize,
     ) {
         // SAFETY: the features are present (contract). `row` is a bounds-checked slice of
-        // `per_row` blocks and `act` holds `per_row` blocks (contract), so block b's 210 bytes
-        // (ql 0..128, qh 128..192, scales 192..208, d 208..210) and `a.qs` (256 bytes, read in
-        // 64-byte halves), `a.sums16` (32 bytes) are in bounds; `dst.at(c)` with c < w.n lies in
-        // `dst`. Prefetches may point anywhere: they never fault.
+        // `per_row` blocks and each activation row holds `per_row` blocks (`Q8Rows::row`), so
+        // block b's 210 bytes (ql 0..128, qh 128..192, scales 192..208, d 208..210) and `a.qs`
+        // (256 bytes, read in 64-byte halves), `a.sums16` (32 bytes) are in bounds;
+        // `dst.at((r0 + r) * n + c)` with r < R, c < n lies in `dst`. Prefetches may point
+        // anywhere: they never fault.
         unsafe {
             let per_row = w.k / QK;
+            let acts: [&[Q8Block]; R] = std::array::from_fn(|r| x.row(r0 + r));
             let low4 = _mm512_set1_epi8(0x0F);
             let high2 = _mm512_set1_epi8(0x30);
             // Per 16-bit lane shifts that bring the 2 high bits of a value to bits 4-5: the first
@@ -570,8 +594,8 @@ mod x86 {
             let subs = [sub_of(0), sub_of(4), sub_of(8), sub_of(12)];
             for c in cols {
                 let row = &w.data[c * per_row * Q6K_BLOCK..(c + 1) * per_row * Q6K_BLOCK];
-                let mut acc = _mm512_setzero_ps();
-                for (b, a) in act.iter().enumerate() {
+                let mut acc = [_mm512_setzero_ps(); R];
+                for b in 0..per_row {
                     let blk = row.as_ptr().add(b * Q6K_BLOCK);
                     for j in 0..4 {
                         _mm_prefetch::<_MM_HINT_T0>(blk.wrapping_add(Q6K_AHEAD + 64 * j).cast());
@@ -580,45 +604,49 @@ mod x86 {
                     let d_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
                     let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d_bits as i32)));
                     let scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast()));
-                    let mut dot = _mm512_setzero_si512();
+                    let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast()));
+                    // The block's 6-bit values (+32), as the low and high nibble halves of its two
+                    // 128-value halves, and each product lane's sub-block scale.
+                    let mut vals = [_mm512_setzero_si512(); 4];
+                    let mut lane_scales = [_mm512_setzero_si512(); 4];
                     for half in 0..2 {
                         let l = _mm512_loadu_si512(ql.add(64 * half).cast());
                         let h =
                             _mm512_broadcast_i64x4(_mm256_loadu_si256(qh.add(32 * half).cast()));
-                        let lo = _mm512_or_si512(
+                        vals[2 * half] = _mm512_or_si512(
                             _mm512_and_si512(l, low4),
                             _mm512_and_si512(_mm512_sllv_epi16(h, shift_lo), high2),
                         );
-                        let hi = _mm512_or_si512(
+                        vals[2 * half + 1] = _mm512_or_si512(
                             _mm512_and_si512(_mm512_srli_epi16(l, 4), low4),
                             _mm512_and_si512(_mm512_srlv_epi16(h, shift_hi), high2),
                         );
-                        let q = a.qs.as_ptr().add(128 * half);
-                        let p_lo = _mm512_dpbusd_epi32(
-                            _mm512_setzero_si512(),
-                            lo,
-                            _mm512_loadu_si512(q.cast()),
-                        );
-                        let p_hi = _mm512_dpbusd_epi32(
-                            _mm512_setzero_si512(),
-                            hi,
-                            _mm512_loadu_si512(q.add(64).cast()),
-                        );
-                        let s_lo = _mm512_permutexvar_epi32(subs[2 * half], scales);
-                        let s_hi = _mm512_permutexvar_epi32(subs[2 * half + 1], scales);
-                        dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_lo, s_lo));
-                        dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p_hi, s_hi));
+                        lane_scales[2 * half] = _mm512_permutexvar_epi32(subs[2 * half], scales);
+                        lane_scales[2 * half + 1] =
+                            _mm512_permutexvar_epi32(subs[2 * half + 1], scales);
                     }
-                    // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
-                    let offset = _mm256_madd_epi16(
-                        _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast())),
-                        _mm256_loadu_si256(a.sums16.as_ptr().cast()),
-                    );
-                    let offset = _mm512_slli_epi32(_mm512_zextsi256_si512(offset), 5);
-                    dot = _mm512_sub_epi32(dot, offset);
-                    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d * a.d), acc);
+                    for (acc, act) in acc.iter_mut().zip(&acts) {
+                        let a = &act[b];
+                        let mut dot = _mm512_setzero_si512();
+                        for (i, (v, s)) in vals.iter().zip(&lane_scales).enumerate() {
+                            let q = _mm512_loadu_si512(a.qs.as_ptr().add(64 * i).cast());
+                            let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), *v, q);
+                            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p, *s));
+                        }
+                        // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
+                        let offset = _mm256_madd_epi16(
+                            scales16,
+                            _mm256_loadu_si256(a.sums16.as_ptr().cast()),
+                        );
+                        let offset = _mm512_slli_epi32(_mm512_zextsi256_si512(offset), 5);
+                        dot = _mm512_sub_epi32(dot, offset);
+                        *acc =
+                            _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_set1_ps(d * a.d), *acc);
+                    }
                 }
-                *dst.at(c) = _mm512_reduce_add_ps(acc);
+                for (r, a) in acc.iter().enumerate() {
+                    *dst.at((r0 + r) * n + c) = _mm512_reduce_add_ps(*a);
+                }
             }
         }
     }
@@ -643,7 +671,14 @@ mod x86 {
 
     /// # Safety
     /// As above.
-    pub(super) unsafe fn q6k_rows(_: &Q6KRows, _: &[Q8Block], _: Range<usize>, _: SharedMut) {
+    pub(super) unsafe fn q6k_unit(
+        _: &Q6KRows,
+        _: &Q8Rows,
+        _: Range<usize>,
+        _: Range<usize>,
+        _: SharedMut,
+        _: usize,
+    ) {
         unreachable!("available() is false off x86-64")
     }
 
