@@ -431,22 +431,13 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     if lines > 0 {
         bail!("line-completion runs and function runs cannot share a report; give one kind");
     }
-    let runs = if args.merge {
-        let merged = merge_runs(&args.runs)?;
-        if let Some(missing) = merged.missing.as_ref().filter(|m| !m.is_empty()) {
-            eprintln!(
-                "note: {} of the task file's tasks are in no shard (first: {})",
-                missing.len(),
-                missing[0]
-            );
-        }
-        vec![merged]
-    } else {
-        args.runs
-            .iter()
-            .map(|d| load_run(d))
-            .collect::<Result<Vec<_>, _>>()?
-    };
+    let runs = runs_or_merged(
+        args.runs.as_slice(),
+        args.merge,
+        merge_runs,
+        load_run,
+        |r| r.missing.as_ref(),
+    )?;
     if let Some(path) = &args.chart {
         std::fs::write(path, svg_chart(&runs))
             .with_context(|| format!("cannot write chart {}", path.display()))?;
@@ -459,28 +450,45 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     Ok(())
 }
 
+/// The run directories' reports, or with `merge` the one report of them as shards (naming the
+/// tasks no shard finished).
+fn runs_or_merged<T>(
+    dirs: &[PathBuf],
+    merge: bool,
+    merged: fn(&[PathBuf]) -> Result<T, repohop::eval::EvalError>,
+    load: fn(&Path) -> Result<T, repohop::eval::EvalError>,
+    missing: fn(&T) -> Option<&Vec<String>>,
+) -> Result<Vec<T>> {
+    if !merge {
+        return Ok(dirs
+            .iter()
+            .map(|d| load(d))
+            .collect::<Result<Vec<_>, _>>()?);
+    }
+    let one = merged(dirs)?;
+    if let Some(m) = missing(&one).filter(|m| !m.is_empty()) {
+        eprintln!(
+            "note: {} of the task file's tasks are in no shard (first: {})",
+            m.len(),
+            m[0]
+        );
+    }
+    Ok(vec![one])
+}
+
 /// `report` of line-completion runs: one run's groups, or several runs compared on the cursors
 /// they all finished.
 fn report_lines(args: &ReportArgs) -> Result<()> {
     if args.chart.is_some() {
         bail!("--chart draws function runs; line runs have no chart");
     }
-    let runs = if args.merge {
-        let merged = merge_line_runs(&args.runs)?;
-        if let Some(missing) = merged.missing.as_ref().filter(|m| !m.is_empty()) {
-            eprintln!(
-                "note: {} of the task file's cursors are in no shard (first: {})",
-                missing.len(),
-                missing[0]
-            );
-        }
-        vec![merged]
-    } else {
-        args.runs
-            .iter()
-            .map(|d| load_line_run(d))
-            .collect::<Result<Vec<_>, _>>()?
-    };
+    let runs = runs_or_merged(
+        args.runs.as_slice(),
+        args.merge,
+        merge_line_runs,
+        load_line_run,
+        |r| r.missing.as_ref(),
+    )?;
     let (runs, left_out) = on_common_cursors(&runs);
     if args.json {
         println!("{}", serde_json::to_string(&runs)?);

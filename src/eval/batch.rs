@@ -251,10 +251,20 @@ struct CompletionFile {
 
 /// Loads the records of a run directory (all tasks that have a result), in folder order.
 pub fn load_records(out: &Path) -> Result<(RunInfo, Vec<TaskRecord>), EvalError> {
+    load_run_dir(out, "written by `repohop eval`")
+}
+
+/// A run directory's `run.json` and the `tasks/*/result.json` that parse, in folder order;
+/// `kind` says what directory was expected when `run.json` is missing or of another kind.
+pub(crate) fn load_run_dir<I, R>(out: &Path, kind: &str) -> Result<(I, Vec<R>), EvalError>
+where
+    I: for<'de> Deserialize<'de>,
+    R: for<'de> Deserialize<'de>,
+{
     let info_path = out.join("run.json");
-    let info: RunInfo = read_json(&info_path).ok_or_else(|| {
+    let info: I = read_json(&info_path).ok_or_else(|| {
         EvalError::Invalid(format!(
-            "{}: missing or unreadable; is {} a run directory written by `repohop eval`?",
+            "{}: missing or unreadable; is {} a run directory {kind}?",
             info_path.display(),
             out.display()
         ))
@@ -267,7 +277,7 @@ pub fn load_records(out: &Path) -> Result<(RunInfo, Vec<TaskRecord>), EvalError>
     dirs.sort();
     let records = dirs
         .iter()
-        .filter_map(|d| read_json::<TaskRecord>(&d.join("result.json")))
+        .filter_map(|d| read_json::<R>(&d.join("result.json")))
         .collect();
     Ok((info, records))
 }

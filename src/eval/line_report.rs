@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batch::{read_json, tasks_sha256};
+use super::batch::{load_run_dir, read_json, tasks_sha256};
 use super::line_metrics::LineScores;
 use super::lines::{summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary};
 use super::tasks::load_line_tasks;
@@ -36,24 +36,7 @@ pub fn is_line_run(dir: &Path) -> bool {
 
 /// The settings and finished records of a line run directory (also of a stopped run).
 pub fn load_line_records(dir: &Path) -> Result<(LineRunInfo, Vec<LineRecord>), EvalError> {
-    let info_path = dir.join("run.json");
-    let info: LineRunInfo = read_json(&info_path).ok_or_else(|| {
-        EvalError::Invalid(format!(
-            "{}: missing or not a line run's; is {} a run directory of `repohop eval` on line tasks?",
-            info_path.display(),
-            dir.display()
-        ))
-    })?;
-    let mut dirs: Vec<PathBuf> = match std::fs::read_dir(dir.join("tasks")) {
-        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
-        Err(_) => Vec::new(),
-    };
-    dirs.sort();
-    let records = dirs
-        .iter()
-        .filter_map(|d| read_json::<LineRecord>(&d.join("result.json")))
-        .collect();
-    Ok((info, records))
+    load_run_dir(dir, "of `repohop eval` on line tasks")
 }
 
 /// The wall time of the directory's last finished invocation.
