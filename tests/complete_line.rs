@@ -248,7 +248,7 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
         table.contains("on the 1 cursors every run finished"),
         "{table}"
     );
-    assert!(table.contains("| graphcoder | 1 |"), "{table}");
+    assert!(table.contains("| run | graphcoder | 1 |"), "{table}");
     let overlap = report(&["--merge"], &[&halves[0], &halves[0]]);
     assert!(!overlap.status.success());
     assert!(String::from_utf8_lossy(&overlap.stderr).contains("finished in both"));

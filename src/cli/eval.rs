@@ -504,8 +504,10 @@ fn report_lines(args: &ReportArgs) -> Result<()> {
     if let [one] = &runs[..] {
         println!();
         print!("{}", group_table(&one.summary));
+        println!("(EM/ES/ID: CrossCodeEval's definitions; GC: GraphCoder's)");
+    } else {
+        println!("(EM/ES/ID: CrossCodeEval's definitions)");
     }
-    println!("(EM/ES/ID: CrossCodeEval's definitions; GC: GraphCoder's)");
     Ok(())
 }
 

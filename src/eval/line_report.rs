@@ -207,11 +207,11 @@ pub fn compare_table(runs: &[LineRunReport]) -> String {
     let split_head: String = splits.iter().map(|s| format!(" ES {s} % |")).collect();
     let _ = writeln!(
         out,
-        "| method | tasks | EM % | ES % | ID-EM % | ID-F1 % |{split_head} retrieval ms | generation s | prompt tokens |"
+        "| run | method | tasks | EM % | ES % | ID-EM % | ID-F1 % |{split_head} retrieval ms | generation s | prompt tokens |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|{}---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|{}---:|---:|---:|",
         "---:|".repeat(splits.len())
     );
     for r in runs {
@@ -225,9 +225,11 @@ pub fn compare_table(runs: &[LineRunReport]) -> String {
                 _ => " – |".into(),
             })
             .collect();
+        let run = r.dir.file_name().unwrap_or(r.dir.as_os_str());
         let _ = writeln!(
             out,
-            "| {} | {} | {} |{by_split} {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {} | {} |{by_split} {:.1} | {:.1} | {:.0} |",
+            run.to_string_lossy(),
             s.method,
             s.total,
             pct4(&s.all.cceval),
@@ -293,7 +295,10 @@ mod tests {
         let (one, none_out) = on_common_cursors(&[a]);
         assert_eq!((one[0].summary.total, none_out), (2, 0));
         let table = compare_table(&cut);
-        assert!(table.contains("| none | 1 | 0.0 | 100.0 |"), "{table}");
+        assert!(
+            table.contains("| none | none | 1 | 0.0 | 100.0 |"),
+            "{table}"
+        );
         assert!(table.contains("ES in_file %"), "{table}");
     }
 }

@@ -125,7 +125,13 @@ impl Codebase {
             path: path.clone(),
             ..StoreReport::default()
         };
-        let mut stored = read_entries(&path, &want).unwrap_or_else(|why| {
+        // A folder planted as a link would lead reads and writes anywhere.
+        let linked = refuse_link_to(dir, "use").err();
+        let mut stored = match &linked {
+            Some(e) => Err(e.to_string()),
+            None => read_entries(&path, &want),
+        }
+        .unwrap_or_else(|why| {
             report.problem = Some(why);
             HashMap::new()
         });
@@ -145,7 +151,8 @@ impl Codebase {
             files.push((file, hash, units));
         }
         // Entries left over are files gone from the repository.
-        if report.built > 0 || !stored.is_empty() || report.problem.is_some() {
+        if linked.is_none() && (report.built > 0 || !stored.is_empty() || report.problem.is_some())
+        {
             match write_store(&path, &want, &files) {
                 Ok(()) => report.written = true,
                 Err(e) => {
@@ -168,6 +175,10 @@ impl Codebase {
     /// Reads the vectors of keys that earlier processes embedded with the model `info`
     /// describes; returns how many. None stored is `Ok(0)`.
     pub fn load_vectors(&self, dir: &Path, info: &ModelInfo) -> Result<usize, IndexError> {
+        refuse_link_to(dir, "read").map_err(|source| IndexError::Io {
+            path: dir.into(),
+            source,
+        })?;
         let dir = dir.join("line-vectors");
         let Some(index) = VectorIndex::load(&dir, &info.id, info.dim)? else {
             return Ok(0);
@@ -190,11 +201,13 @@ impl Codebase {
         if cache.len() == self.stored_vectors.load(Ordering::SeqCst) {
             return Ok(false);
         }
+        let store = dir;
         let dir = dir.join("line-vectors");
         let io = |source| IndexError::Io {
             path: dir.clone(),
             source,
         };
+        refuse_link_to(store, "write").map_err(io)?;
         refuse_link_to(&dir, "write").map_err(io)?;
         std::fs::create_dir_all(&dir).map_err(io)?;
         // Sorted keys: the same vectors make the same files.
@@ -317,5 +330,18 @@ mod tests {
         assert!(!r.written);
         assert!(r.problem.is_some());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+
+        // A linked store folder is not used either.
+        let linked_dir = cache.path().join("linked");
+        std::os::unix::fs::symlink(elsewhere.path(), &linked_dir).unwrap();
+        let (c, r) = Codebase::open(
+            &repo(root.path()),
+            Units::Windows,
+            &SliceLimits::default(),
+            &linked_dir,
+        );
+        assert_eq!((c.len(), r.written), (1, false));
+        assert!(r.problem.unwrap().contains("link"));
+        assert!(!elsewhere.path().join("codebase-windows.json").exists());
     }
 }
