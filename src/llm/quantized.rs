@@ -783,7 +783,7 @@ mod tests {
         let w = Weight::from_qtensor(wt).unwrap();
         assert!(matches!(w, Weight::Candle(_)));
         assert_close(&w.forward(&x).unwrap(), &want);
-        // Up to Q6K_MAX_ROWS rows go row by row through our kernel, more take candle's path;
+        // Up to Q6K_MAX_ROWS rows go through our kernel, more take candle's path;
         // the result is the same product.
         let x3 = random(Q6K_MAX_ROWS + 3, k, 4);
         let want3 = {
