@@ -40,7 +40,7 @@ impl Weight {
     }
 }
 
-/// The Q6_K tensor behind a candle weight, for our single-row kernel.
+/// The Q6_K tensor behind a candle weight, for our kernel (up to `Q6K_MAX_ROWS` rows).
 fn q6k_tensor(w: &Weight) -> Option<&QTensor> {
     match w {
         Weight::Candle(QMatMul::QTensor(t)) if t.dtype() == GgmlDType::Q6K => Some(t),
@@ -67,7 +67,7 @@ pub(crate) fn project(ws: &[&Weight], x: &Tensor) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// Runs the weights our kernels take (all Q4_K tiles; Q6_K for a single row) into `out`.
+/// Runs the weights our kernels take (all Q4_K tiles; Q6_K up to `Q6K_MAX_ROWS` rows) into `out`.
 fn ours(ws: &[&Weight], x: &Tensor, out: &mut [Option<Tensor>]) -> Result<()> {
     let dims = x.dims().to_vec();
     let Some((&k, lead)) = dims.split_last() else {

@@ -24,7 +24,7 @@ const QK: usize = 256;
 const TILE_ROWS: usize = 16;
 /// Activation rows a tile is multiplied with per pass (register blocking in prefill).
 const MAX_ROWS: usize = 4;
-/// Most activation rows our Q6_K kernel takes (one at a time); candle multiplies more.
+/// Most activation rows our Q6_K kernel takes (passes of a few tokens); candle multiplies more.
 pub(crate) const Q6K_MAX_ROWS: usize = 16;
 /// GGUF block sizes in bytes.
 const Q4K_BLOCK: usize = 144;
