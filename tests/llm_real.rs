@@ -136,3 +136,49 @@ fn speculative_decoding_gives_the_plain_answer() {
         plain.decode_ms, fast.decode_ms, fast.accepted_tokens, fast.drafted_tokens
     );
 }
+
+#[test]
+fn a_batch_decodes_the_answers_one_call_at_a_time_gives() {
+    let asks = [
+        "Write a Python function is_even(n). Only code.",
+        "Write a Python function that reverses a list in place. Only code.",
+        "Write a Java method max(int a, int b). Only code.",
+    ];
+    let reqs: Vec<GenerateRequest> = asks
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mut r = GenerateRequest::new(Prompt::Chat(vec![Message::user(*a)]));
+            r.max_new_tokens = 24 + 8 * i;
+            r
+        })
+        .collect();
+    let mut llm = llm().lock().unwrap();
+    let speculation = llm.speculation();
+    llm.set_speculation(None);
+    let mut alone = Vec::new();
+    for r in &reqs {
+        llm.clear_cache();
+        alone.push(llm.generate(r).unwrap());
+    }
+    llm.clear_cache();
+    let batch = llm.generate_batch(&reqs);
+    llm.set_speculation(speculation);
+    let exact = llm.rows_exact();
+    for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
+        let b = b.as_ref().unwrap();
+        assert!(b.generated_tokens > 0);
+        if exact {
+            assert_eq!(b.tokens, a.tokens, "answer {i}");
+            assert_eq!(b.text, a.text);
+        }
+    }
+    if !exact {
+        // Only our AVX-512 kernels give each row of a several-row pass its one-row bits.
+        assert!(
+            std::env::var_os("REPOHOP_REQUIRE_AVX512").is_none(),
+            "REPOHOP_REQUIRE_AVX512 is set but the model's several-row pass is not exact"
+        );
+        eprintln!("no exact several-row pass here: batched answers were not compared");
+    }
+}

@@ -8,7 +8,7 @@ mod test_device;
 use candle_core::quantized::gguf_file;
 use candle_core::Device;
 
-use repohop::llm::qwen::QwenModel;
+use repohop::llm::qwen::{KvCache, QwenModel};
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, Llm, LlmError, LlmOptions, Message, ModelFiles,
     Prompt,
@@ -262,6 +262,113 @@ fn ten_hop_sequence_computes_each_shared_token_once() {
         computed <= prev_prompt + 10 * (4 + 1),
         "computed {computed} for a final prompt of {prev_prompt}"
     );
+}
+
+#[test]
+fn a_batch_step_gives_each_sequence_its_own_logits() {
+    for arch in ["qwen2", "qwen3"] {
+        let g = golden(arch);
+        let mut model = safetensors_model(arch);
+        // Three sequences of different lengths: two prompts, one a copy of another's prefix.
+        let prompts: [&[u32]; 2] = [&g.tokens, &g.tokens[2..]];
+        let mut caches: Vec<KvCache> = Vec::new();
+        for p in prompts {
+            let mut kv = KvCache::default();
+            model.swap_kv(&mut kv);
+            model.forward(p, false).unwrap();
+            model.swap_kv(&mut kv);
+            caches.push(kv);
+        }
+        model.swap_kv(&mut caches[0]);
+        caches.push(model.copy_kv_prefix(3).unwrap());
+        model.swap_kv(&mut caches[0]);
+        assert_eq!(
+            caches.iter().map(KvCache::len).collect::<Vec<_>>(),
+            [g.tokens.len(), g.tokens.len() - 2, 3]
+        );
+        // The same sequences, each run alone on a fresh model.
+        let alone = |tokens: &[u32], steps: &[u32]| -> Vec<Vec<f32>> {
+            let mut m = safetensors_model(arch);
+            m.forward(tokens, false).unwrap();
+            steps
+                .iter()
+                .map(|&t| rows(m.forward(&[t], false).unwrap()).remove(0))
+                .collect()
+        };
+        let steps: [[u32; 3]; 2] = [[5, 17, 9], [40, 3, 3]];
+        let want = [
+            alone(&g.tokens, &[5, 40]),
+            alone(&g.tokens[2..], &[17, 3]),
+            alone(&g.tokens[..3], &[9, 3]),
+        ];
+        let mut worst = 0f32;
+        for (s, step) in steps.iter().enumerate() {
+            let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+            let got = rows(model.forward_batch(&mut refs, step).unwrap());
+            assert_eq!(got.len(), 3);
+            for (i, row) in got.iter().enumerate() {
+                let d = max_abs_diff(row, &want[i][s]);
+                assert!(d < 1e-4, "{arch} step {s} sequence {i}: {d}");
+                worst = worst.max(d);
+            }
+        }
+        assert_eq!(caches[2].len(), 5);
+        // The model's own sequence was not touched by the batch.
+        assert_eq!(model.kv_len(), 0);
+        let e = model
+            .forward_batch(&mut caches.iter_mut().collect::<Vec<_>>(), &[1])
+            .unwrap_err();
+        assert!(e.to_string().contains("3 sequences for 1 tokens"), "{e}");
+        eprintln!("{arch}: batch step vs each sequence alone, max abs diff {worst:e}");
+    }
+}
+
+#[test]
+fn a_batch_answers_as_one_call_at_a_time_does() {
+    for arch in ["qwen2", "qwen3"] {
+        let mut reqs = vec![
+            GenerateRequest::new(chat(&["def load_config(path):"])),
+            GenerateRequest::new(Prompt::Text("def add(a, b):\n    return".into())),
+            GenerateRequest::new(Prompt::Text("x".into())),
+            GenerateRequest::new(chat(&["class Parser:", "ok", "import os"])),
+        ];
+        reqs[0].max_new_tokens = 9;
+        reqs[1].max_new_tokens = 5;
+        reqs[2].max_new_tokens = 0; // refused, alone
+        reqs[3].max_new_tokens = 12;
+        reqs[3].sampling = repohop::llm::Sampling::Sample {
+            temperature: 1.0,
+            top_p: 0.9,
+            seed: 3,
+        };
+        // Another sample of the same prompt: computed once, for both.
+        let mut another = reqs[3].clone();
+        another.sampling = repohop::llm::Sampling::Sample {
+            temperature: 1.0,
+            top_p: 0.9,
+            seed: 4,
+        };
+        reqs.push(another);
+        let mut llm = engine(arch);
+        let batch = llm.generate_batch(&reqs);
+        assert_eq!(batch.len(), 5);
+        let shared = batch[4].as_ref().unwrap();
+        assert_eq!(shared.cached_prompt_tokens, shared.prompt_tokens - 1);
+        let e = batch[2].as_ref().unwrap_err().to_string();
+        assert!(e.contains("max_new_tokens"), "{e}");
+        for i in [0, 1, 3, 4] {
+            let got = batch[i].as_ref().unwrap();
+            let want = engine(arch).generate(&reqs[i]).unwrap();
+            assert_eq!(got.tokens, want.tokens, "{arch} request {i}");
+            assert_eq!(got.text, want.text);
+            assert_eq!(got.finish_reason, want.finish_reason);
+            assert_eq!(got.prompt_tokens, want.prompt_tokens);
+        }
+        // The last answer finished stays as the prefix cache for the next call.
+        assert!(llm.cached_tokens() > 0, "{arch}: no prefix kept");
+        let again = llm.generate(&reqs[0]).unwrap();
+        assert_eq!(again.tokens, batch[0].as_ref().unwrap().tokens);
+    }
 }
 
 #[test]

@@ -122,9 +122,17 @@ pub struct BenchLlmArgs {
     /// With --speculative: most tokens drafted per step.
     #[arg(long, default_value_t = Speculation::default().draft)]
     pub draft: usize,
-    /// With --speculative: most answer tokens per prompt.
+    /// With --speculative or --concurrency: most answer tokens per prompt.
     #[arg(long, default_value_t = 512)]
     pub answer_tokens: usize,
+    /// Instead: answers decoded together in batches of these sizes (e.g. 1,2,4,8) against one
+    /// at a time, the answers compared token for token.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub concurrency: Vec<usize>,
+    /// With --concurrency: the generation prompts of an eval run directory (default: short
+    /// coding asks).
+    #[arg(long, value_name = "RUN_DIR")]
+    pub prompts_from: Option<std::path::PathBuf>,
     #[arg(long)]
     pub json: bool,
 }
@@ -138,6 +146,16 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
     if let Some(dir) = &args.speculative {
         return bench_speculative(&mut llm, dir, &args);
+    }
+    if !args.concurrency.is_empty() {
+        return super::bench_batch::bench_concurrency(
+            &mut llm,
+            &args.concurrency,
+            args.prompts_from.as_deref(),
+            args.answer_tokens,
+            args.runs,
+            args.json,
+        );
     }
     let mut ids = Vec::new();
     while ids.len() < args.prompt_tokens {
@@ -229,7 +247,7 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
 }
 
 /// The generation prompts saved in an eval run directory's traces, in task order.
-fn saved_prompts(dir: &std::path::Path, limit: usize) -> Result<Vec<String>> {
+pub(super) fn saved_prompts(dir: &std::path::Path, limit: usize) -> Result<Vec<String>> {
     let tasks = dir.join("tasks");
     let mut traces: Vec<_> = std::fs::read_dir(&tasks)
         .with_context(|| format!("{}: not an eval run directory", dir.display()))?

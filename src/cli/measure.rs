@@ -60,3 +60,24 @@ fn proc_stat_seconds(first: usize) -> Option<f64> {
     let b: f64 = fields.get(first + 1)?.parse().ok()?;
     Some((a + b) / 100.0)
 }
+
+/// Starts a new peak-RSS window for this process (Linux: writing 5 to /proc/self/clear_refs);
+/// false where the platform can't.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The peak resident memory of this process in MiB (VmHWM), since it began or since
+/// [`reset_peak_rss`].
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}

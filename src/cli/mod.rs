@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod bench;
+pub mod bench_batch;
 pub mod bench_lines;
 pub mod check;
 pub mod complete;

@@ -262,49 +262,68 @@ pub fn generate(
     answer(llm, target, messages, dropped, shown, options)
 }
 
-/// A repair round: the conversation of `first`, its answer, then `request` (what was wrong
-/// with it); the model answers again in full.
-pub fn repair(
-    llm: &mut dyn Llm,
-    target: &Target,
-    first: &Generation,
-    request: &str,
-    options: &GenerateOptions,
-) -> Result<Generation, GenerateError> {
-    let mut messages = first.messages.clone();
-    messages.push(Message::assistant(first.raw_answer.clone()));
-    messages.push(Message::user(request));
-    answer(
-        llm,
-        target,
-        messages,
-        first.dropped.clone(),
-        first.local.clone(),
-        options,
-    )
+/// Another answer to `first`'s conversation: a repair round (its answer, then `request`, what
+/// was wrong with it: the model answers again in full), or a sample drawn with `sampling` (a
+/// candidate for the names check).
+#[derive(Debug, Clone)]
+pub enum Retry {
+    Repair(String),
+    Sample(Sampling),
 }
 
-/// Another answer to `first`'s conversation, drawn with `sampling` (a candidate for the names
-/// check when the greedy answer has problems).
-pub fn resample(
+/// The answers to `retries` of `first`, in order, decoded together (one pass over the weights
+/// serves them all; the shared conversation is computed once).
+pub fn retry(
     llm: &mut dyn Llm,
     target: &Target,
     first: &Generation,
-    sampling: Sampling,
+    retries: &[Retry],
     options: &GenerateOptions,
-) -> Result<Generation, GenerateError> {
-    let options = GenerateOptions {
-        sampling,
-        ..options.clone()
-    };
-    answer(
-        llm,
-        target,
-        first.messages.clone(),
-        first.dropped.clone(),
-        first.local.clone(),
-        &options,
-    )
+) -> Vec<Result<Generation, GenerateError>> {
+    let conversations: Vec<(Vec<Message>, Sampling)> = retries
+        .iter()
+        .map(|r| match r {
+            Retry::Repair(request) => {
+                let mut messages = first.messages.clone();
+                messages.push(Message::assistant(first.raw_answer.clone()));
+                messages.push(Message::user(request));
+                (messages, options.sampling)
+            }
+            Retry::Sample(sampling) => (first.messages.clone(), *sampling),
+        })
+        .collect();
+    let requests: Vec<GenerateRequest> = conversations
+        .iter()
+        .map(|(messages, sampling)| {
+            request(
+                messages,
+                &GenerateOptions {
+                    sampling: *sampling,
+                    ..options.clone()
+                },
+            )
+        })
+        .collect();
+    llm.generate_batch(&requests)
+        .into_iter()
+        .zip(conversations)
+        .map(|(response, (messages, _))| {
+            finish(
+                target,
+                messages,
+                first.dropped.clone(),
+                first.local.clone(),
+                response?,
+            )
+        })
+        .collect()
+}
+
+fn request(messages: &[Message], options: &GenerateOptions) -> GenerateRequest {
+    let mut request = GenerateRequest::new(Prompt::Chat(messages.to_vec()));
+    request.max_new_tokens = options.max_new_tokens;
+    request.sampling = options.sampling;
+    request
 }
 
 fn answer(
@@ -315,11 +334,20 @@ fn answer(
     local: Option<LocalContext>,
     options: &GenerateOptions,
 ) -> Result<Generation, GenerateError> {
+    let response = llm.generate(&request(&messages, options))?;
+    finish(target, messages, dropped, local, response)
+}
+
+/// The generation a response gives: the function cut from the answer, with the prompt it came
+/// from.
+fn finish(
+    target: &Target,
+    messages: Vec<Message>,
+    dropped: Vec<String>,
+    local: Option<LocalContext>,
+    response: GenerateResponse,
+) -> Result<Generation, GenerateError> {
     let prompt = Prompt::Chat(messages.clone());
-    let mut request = GenerateRequest::new(prompt.clone());
-    request.max_new_tokens = options.max_new_tokens;
-    request.sampling = options.sampling;
-    let response = llm.generate(&request)?;
     let completion = complete_function(&response.text, &target.shape())
         .map_err(|e| GenerateError::Postprocess(e, response.text.clone()))?;
     Ok(Generation {

@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::grounding::{self, Grounding};
 use super::postprocess::dedent;
 use super::{
-    generate, repair, resample, ContextSnippet, GenerateError, GenerateOptions, Generation,
-    LocalView, Target,
+    generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView, Retry,
+    Target,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
@@ -317,8 +317,19 @@ pub fn run(
         let original = generation.clone();
         let mut problems = first.problems.len();
         if let Some(request) = grounding::repair_request(&first) {
-            match repair(llm, target, &generation, &request, &opts.generation) {
-                Ok(second) => {
+            // The repair round and the samples decode together; a sample counts only while the
+            // answer kept so far (the repair's, when it has fewer problems) still has some.
+            let mut retries = vec![Retry::Repair(request)];
+            retries.extend((1..=opts.samples as u64).map(|seed| {
+                Retry::Sample(Sampling::Sample {
+                    temperature: SAMPLE_TEMPERATURE,
+                    top_p: SAMPLE_TOP_P,
+                    seed,
+                })
+            }));
+            let mut answers = retry(llm, target, &original, &retries, &opts.generation).into_iter();
+            match answers.next() {
+                Some(Ok(second)) => {
                     let r = &second.response;
                     checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);
                     extra_tokens = checked.repair_tokens;
@@ -331,43 +342,36 @@ pub fn run(
                     }
                     checked.repaired = Some(again);
                 }
-                Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
-                Err(e) => checked.repair_error = Some(e.to_string()),
+                Some(Err(GenerateError::Llm(e))) => return Err(GenerateError::Llm(e).into()),
+                Some(Err(e)) => checked.repair_error = Some(e.to_string()),
+                None => {}
             }
-        }
-        for seed in 1..=opts.samples as u64 {
-            if problems == 0 {
-                break;
-            }
-            let sampling = Sampling::Sample {
-                temperature: SAMPLE_TEMPERATURE,
-                top_p: SAMPLE_TOP_P,
-                seed,
-            };
-            let mut trace = SampleTrace {
-                seed,
-                check: None,
-                error: None,
-                tokens: (0, 0),
-            };
-            match resample(llm, target, &original, sampling, &opts.generation) {
-                Ok(candidate) => {
-                    let r = &candidate.response;
-                    trace.tokens = (r.prompt_tokens, r.generated_tokens);
-                    extra_tokens.0 += r.prompt_tokens;
-                    extra_tokens.1 += r.generated_tokens;
-                    let check = grounding::check(view, target, &candidate.completion.function);
-                    if check.problems.len() < problems {
-                        problems = check.problems.len();
-                        checked.kept_sample = Some(seed);
-                        generation = candidate;
+            for (seed, answer) in (1..).zip(answers) {
+                let mut trace = SampleTrace {
+                    seed,
+                    check: None,
+                    error: None,
+                    tokens: (0, 0),
+                };
+                match answer {
+                    Ok(candidate) => {
+                        let r = &candidate.response;
+                        trace.tokens = (r.prompt_tokens, r.generated_tokens);
+                        extra_tokens.0 += r.prompt_tokens;
+                        extra_tokens.1 += r.generated_tokens;
+                        let check = grounding::check(view, target, &candidate.completion.function);
+                        if check.problems.len() < problems {
+                            problems = check.problems.len();
+                            checked.kept_sample = Some(seed);
+                            generation = candidate;
+                        }
+                        trace.check = Some(check);
                     }
-                    trace.check = Some(check);
+                    Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
+                    Err(e) => trace.error = Some(e.to_string()),
                 }
-                Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
-                Err(e) => trace.error = Some(e.to_string()),
+                checked.samples.push(trace);
             }
-            checked.samples.push(trace);
         }
         if checked.kept_repair || checked.kept_sample.is_some() {
             checked.first_answer = Some(original.raw_answer.clone());
@@ -561,9 +565,10 @@ mod tests {
     #[test]
     fn a_sampled_candidate_without_problems_replaces_a_flagged_answer() {
         let (run, calls) = run_with(flagged(2), 3);
-        // The first answer, the repair, then samples until one is clean: seed 3 is not drawn.
-        assert_eq!(calls.len(), 4);
-        assert_eq!(run.grounding.samples.len(), 2);
+        // The first answer, then the repair and every sample together; the first clean sample
+        // is kept, and seed 3, drawn with it, changes nothing.
+        assert_eq!(calls.len(), 5);
+        assert_eq!(run.grounding.samples.len(), 3);
         assert_eq!(run.grounding.kept_sample, Some(2));
         assert!(!run.grounding.kept_repair);
         let first = run
@@ -573,7 +578,7 @@ mod tests {
             .expect("first answer kept");
         assert!(first.contains("add_numbers"));
         assert!(run.generation.completion.function.contains("return a + b"));
-        assert_eq!(run.generation_tokens, (400, 40));
+        assert_eq!(run.generation_tokens, (500, 50));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokenizers::Tokenizer;
 
 use super::constraint::Matcher;
 use super::load::{load_tokenizer, read_gguf, resolve, ModelFiles};
-use super::qwen::{argmax, Arch, QwenConfig, QwenModel, EXACT_ROWS};
+use super::qwen::{argmax, Arch, KvCache, QwenConfig, QwenModel, EXACT_ROWS};
 use super::sample::{argmax_where, sample};
 use super::token_bytes::TokenBytes;
 use super::{chatml, fim_prompt};
@@ -241,6 +241,12 @@ impl CandleLlm {
         self.speculation = speculation.filter(|_| self.model.rows_exact());
     }
 
+    /// Whether several answers decoded together (and drafts verified in one pass) get the
+    /// bits one-at-a-time decoding gives ([`QwenModel::rows_exact`]).
+    pub fn rows_exact(&self) -> bool {
+        self.model.rows_exact()
+    }
+
     /// Tokens currently held by the prefix cache.
     pub fn cached_tokens(&self) -> usize {
         self.cached.len()
@@ -316,58 +322,15 @@ impl CandleLlm {
         }
     }
 
-    /// Adds the chosen token `tok` to the answer; `Some` when the answer ends with it (a
-    /// special token, the constraint complete, a stop string, the first statement, or the
-    /// token budget), the text already cut.
-    fn take(
-        &self,
-        tok: u32,
-        req: &GenerateRequest,
-        matcher: &mut Option<Matcher>,
-        out: &mut Vec<u8>,
-        resp: &mut GenerateResponse,
-        budget: usize,
-    ) -> Option<FinishReason> {
-        if self.token_bytes.is_special(tok) {
-            return Some(if matcher.is_some() {
-                FinishReason::Constraint
-            } else {
-                FinishReason::Stop
-            });
-        }
-        resp.tokens.push(tok);
-        out.extend_from_slice(self.token_bytes.get(tok));
-        if let Some(m) = matcher {
-            m.consume(self.token_bytes.get(tok));
-            if m.is_final() && !m.can_continue() {
-                return Some(FinishReason::Constraint);
-            }
-        } else if let Some(cut) = find_stop(out, &req.stop) {
-            out.truncate(cut);
-            return Some(FinishReason::Stop);
-        } else if let Some(cut) = req
-            .until_statement
-            .and_then(|lang| statement_end(out, lang))
-        {
-            out.truncate(cut);
-            return Some(FinishReason::Stop);
-        }
-        if resp.tokens.len() >= budget {
-            if let Some(m) = matcher {
-                out.extend(m.shortest_completion());
-            }
-            return Some(FinishReason::Length);
-        }
-        None
-    }
-
-    fn run(&mut self, req: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+    /// Checks `req` and renders and encodes its prompt. `Begun::Done` when the answer needs
+    /// no model (a constraint with a single answer).
+    fn begin<'r>(&self, req: &'r GenerateRequest) -> Result<Begun<'r>, LlmError> {
         if req.max_new_tokens == 0 {
             return Err(LlmError::InvalidRequest(
                 "max_new_tokens must be at least 1".into(),
             ));
         }
-        let mut matcher = req.constraint.as_ref().map(Matcher::new).transpose()?;
+        let matcher = req.constraint.as_ref().map(Matcher::new).transpose()?;
         let ids = self.encode(&self.render(&req.prompt)?)?;
         if ids.is_empty() {
             return Err(LlmError::InvalidRequest("the prompt is empty".into()));
@@ -395,71 +358,173 @@ impl CandleLlm {
         };
         if let Some(only) = matcher.as_ref().and_then(|m| m.single_answer()) {
             resp.text = only.to_string();
-            return Ok(resp);
+            return Ok(Begun::Done(resp));
         }
-
-        let start = Instant::now();
-        // At least the last prompt token is recomputed: its logits start the answer.
-        let reuse = common_prefix(&self.cached, &ids).min(ids.len() - 1);
-        self.model.truncate_kv(reuse);
-        self.cached.truncate(reuse);
-        let logits = self.model.forward(&ids[reuse..], false)?;
-        self.cached.extend_from_slice(&ids[reuse..]);
-        let mut logits: Vec<f32> = logits.flatten_all()?.to_vec1()?;
-        resp.cached_prompt_tokens = reuse;
-        resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
-
-        let start = Instant::now();
-        let budget = req.max_new_tokens.min(window - ids.len());
         let seed = match req.sampling {
             Sampling::Sample { seed, .. } => seed,
             Sampling::Greedy => 0,
         };
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut out: Vec<u8> = Vec::new();
+        let answer = Answer {
+            req,
+            matcher,
+            out: Vec::new(),
+            budget: req.max_new_tokens.min(window - ids.len()),
+            rng: StdRng::seed_from_u64(seed),
+            logits: Vec::new(),
+            resp,
+        };
+        Ok(Begun::Prompt(ids, Box::new(answer)))
+    }
+
+    /// Chooses the answer's next token from its logits and adds it: `Feed` when decoding goes
+    /// on with that token, `Done` when the answer ended.
+    fn choose(&self, a: &mut Answer) -> Step {
+        let t = Instant::now();
+        let req = a.req;
+        // Until the answer has a non-blank byte, `code_first` keeps asides out of it.
+        let aside_lang = req
+            .until_statement
+            .filter(|_| req.code_first && a.out.trim_ascii_start().is_empty());
+        let matcher = &a.matcher;
+        let rule = |id: u32| match (matcher, aside_lang) {
+            (Some(m), _) => self.allowed(m, id),
+            (None, Some(lang)) => {
+                self.token_bytes.is_special(id) || !opens_aside(self.token_bytes.get(id), lang)
+            }
+            (None, None) => true,
+        };
+        let restricted = matcher.is_some() || aside_lang.is_some();
+        let next = pick(
+            &a.logits,
+            &req.sampling,
+            restricted.then_some(&rule as &dyn Fn(u32) -> bool),
+            &mut a.rng,
+        );
+        if a.matcher.is_some() {
+            a.resp.constraint_ms += t.elapsed().as_secs_f64() * 1e3;
+        }
+        let Some(tok) = next else {
+            // Only a tokenizer unable to spell the answer gets here; close it anyway.
+            if let Some(m) = &a.matcher {
+                a.out.extend(m.shortest_completion());
+            }
+            return Step::Done(FinishReason::Constraint);
+        };
+        match self.take(a, tok) {
+            Some(end) => Step::Done(end),
+            None => Step::Feed(tok),
+        }
+    }
+
+    /// Adds the chosen token `tok` to the answer; `Some` when the answer ends with it (a
+    /// special token, the constraint complete, a stop string, the first statement, or the
+    /// token budget), the text already cut.
+    fn take(&self, a: &mut Answer, tok: u32) -> Option<FinishReason> {
+        if self.token_bytes.is_special(tok) {
+            return Some(if a.matcher.is_some() {
+                FinishReason::Constraint
+            } else {
+                FinishReason::Stop
+            });
+        }
+        a.resp.tokens.push(tok);
+        a.out.extend_from_slice(self.token_bytes.get(tok));
+        if let Some(m) = &mut a.matcher {
+            m.consume(self.token_bytes.get(tok));
+            if m.is_final() && !m.can_continue() {
+                return Some(FinishReason::Constraint);
+            }
+        } else if let Some(cut) = find_stop(&a.out, &a.req.stop) {
+            a.out.truncate(cut);
+            return Some(FinishReason::Stop);
+        } else if let Some(cut) = a
+            .req
+            .until_statement
+            .and_then(|lang| statement_end(&a.out, lang))
+        {
+            a.out.truncate(cut);
+            return Some(FinishReason::Stop);
+        }
+        if a.resp.tokens.len() >= a.budget {
+            if let Some(m) = &a.matcher {
+                a.out.extend(m.shortest_completion());
+            }
+            return Some(FinishReason::Length);
+        }
+        None
+    }
+
+    /// Computes the prompt `ids` in the model's own cache, past the prefix it shares with
+    /// them (at least the last token is computed: its logits start the answer). Sets the
+    /// answer's first logits and prefill accounting.
+    fn prefill(&mut self, ids: &[u32], a: &mut Answer) -> Result<(), LlmError> {
+        let start = Instant::now();
+        let reuse = common_prefix(&self.cached, ids).min(ids.len() - 1);
+        self.model.truncate_kv(reuse);
+        self.cached.truncate(reuse);
+        let logits = self.model.forward(&ids[reuse..], false)?;
+        self.cached.extend_from_slice(&ids[reuse..]);
+        a.logits = logits.flatten_all()?.to_vec1()?;
+        a.resp.cached_prompt_tokens = reuse;
+        a.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Computes the prompt `ids` into a cache of its own, starting from a copy of the longest
+    /// prefix it shares with the model's cache or with one of `others` (sequences of the same
+    /// batch: samples of one prompt compute it once).
+    fn prefill_apart(
+        &mut self,
+        ids: &[u32],
+        a: &mut Answer,
+        others: &[Live],
+    ) -> Result<KvCache, LlmError> {
+        let start = Instant::now();
+        let own = common_prefix(&self.cached, ids);
+        let donor = others
+            .iter()
+            .map(|l| (common_prefix(&l.tokens, ids), l))
+            .filter(|&(n, _)| n > own)
+            .max_by_key(|&(n, _)| n);
+        let reuse = donor.map_or(own, |(n, _)| n).min(ids.len() - 1);
+        let mut kv = match donor {
+            Some((_, l)) => l.kv.copy_prefix(reuse)?,
+            None => self.model.copy_kv_prefix(reuse)?,
+        };
+        self.model.swap_kv(&mut kv);
+        let logits = self.model.forward(&ids[reuse..], false);
+        self.model.swap_kv(&mut kv);
+        a.logits = logits?.flatten_all()?.to_vec1()?;
+        a.resp.cached_prompt_tokens = reuse;
+        a.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(kv)
+    }
+
+    fn run(&mut self, req: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+        let (ids, mut a) = match self.begin(req)? {
+            Begun::Done(resp) => return Ok(resp),
+            Begun::Prompt(ids, a) => (ids, *a),
+        };
+        self.prefill(&ids, &mut a)?;
+        let start = Instant::now();
+        let window = self.model.config().context_length;
         // Drafts are verified by argmax, which is the greedy pick only while nothing restricts it.
         let speculation = self
             .speculation
-            .filter(|_| req.sampling == Sampling::Greedy && matcher.is_none());
+            .filter(|_| req.sampling == Sampling::Greedy && a.matcher.is_none());
         let finish = 'answer: loop {
-            let t = Instant::now();
-            // Until the answer has a non-blank byte, `code_first` keeps asides out of it.
-            let aside_lang = req
-                .until_statement
-                .filter(|_| req.code_first && out.trim_ascii_start().is_empty());
-            let rule = |id: u32| match (&matcher, aside_lang) {
-                (Some(m), _) => self.allowed(m, id),
-                (None, Some(lang)) => {
-                    self.token_bytes.is_special(id) || !opens_aside(self.token_bytes.get(id), lang)
-                }
-                (None, None) => true,
+            let tok = match self.choose(&mut a) {
+                Step::Done(end) => break end,
+                Step::Feed(tok) => tok,
             };
-            let restricted = matcher.is_some() || aside_lang.is_some();
-            let next = pick(
-                &logits,
-                &req.sampling,
-                restricted.then_some(&rule as &dyn Fn(u32) -> bool),
-                &mut rng,
-            );
-            if matcher.is_some() {
-                resp.constraint_ms += t.elapsed().as_secs_f64() * 1e3;
-            }
-            let Some(tok) = next else {
-                // Only a tokenizer unable to spell the answer gets here; close it anyway.
-                if let Some(m) = &matcher {
-                    out.extend(m.shortest_completion());
-                }
-                break FinishReason::Constraint;
-            };
-            if let Some(end) = self.take(tok, req, &mut matcher, &mut out, &mut resp, budget) {
-                break end;
-            }
             // The draft, if any: what followed the last few tokens where they occurred before.
-            let room = (budget - resp.tokens.len())
+            let room = (a.budget - a.resp.tokens.len())
                 .min(EXACT_ROWS - 1)
                 .min(window.saturating_sub(self.cached.len() + 1));
             let draft = match speculation {
-                Some(sp) if room > 0 && !(req.code_first && out.trim_ascii_start().is_empty()) => {
+                Some(sp)
+                    if room > 0 && !(req.code_first && a.out.trim_ascii_start().is_empty()) =>
+                {
                     self.cached.push(tok);
                     let d = lookup_draft(&self.cached, sp.ngram, sp.draft.min(room)).to_vec();
                     self.cached.pop();
@@ -468,7 +533,7 @@ impl CandleLlm {
                 _ => Vec::new(),
             };
             if draft.is_empty() {
-                logits = self
+                a.logits = self
                     .model
                     .forward(&[tok], false)?
                     .flatten_all()?
@@ -489,25 +554,158 @@ impl CandleLlm {
                 .count();
             self.cached.extend_from_slice(&batch[..=agreed]);
             self.model.truncate_kv(self.cached.len());
-            resp.drafted_tokens += draft.len();
-            resp.accepted_tokens += agreed;
-            logits = rows.swap_remove(agreed);
+            a.resp.drafted_tokens += draft.len();
+            a.resp.accepted_tokens += agreed;
+            a.logits = rows.swap_remove(agreed);
             for &d in &draft[..agreed] {
-                if let Some(end) = self.take(d, req, &mut matcher, &mut out, &mut resp, budget) {
+                if let Some(end) = self.take(&mut a, d) {
                     break 'answer end;
                 }
             }
         };
-        resp.decode_ms = start.elapsed().as_secs_f64() * 1e3;
-        resp.generated_tokens = resp.tokens.len();
-        resp.finish_reason = finish;
-        resp.text = String::from_utf8_lossy(&out).into_owned();
+        let resp = a.finish(finish, start);
+        self.keep_within_limit()?;
+        Ok(resp)
+    }
+
+    /// Cuts the prefix cache to what it may keep between calls.
+    fn keep_within_limit(&mut self) -> Result<(), LlmError> {
         if self.cached.len() > self.cache_limit_tokens {
             self.cached.truncate(self.cache_limit_tokens);
         }
         self.model.shrink_kv(self.cache_limit_tokens)?;
-        Ok(resp)
+        Ok(())
     }
+
+    /// [`Llm::generate_batch`]: each prompt is computed on its own (reusing the prefix cache
+    /// like [`Llm::generate`], or the prompt of an earlier request of the batch); then the answers decode together, up to
+    /// [`EXACT_ROWS`] of them sharing each pass over the weights, which is where decode time
+    /// goes. Where the model's several-row pass is exact ([`QwenModel::rows_exact`]) each
+    /// answer is the one `generate` gives from the same cache state, token for token. A
+    /// request that fails (bad input) fails alone; an inference error fails the answers in
+    /// flight. No speculation here: the batch already fills the pass.
+    fn batch(&mut self, reqs: &[GenerateRequest]) -> Vec<Result<GenerateResponse, LlmError>> {
+        let mut results: Vec<Option<Result<GenerateResponse, LlmError>>> =
+            reqs.iter().map(|_| None).collect();
+        let mut live: Vec<Live> = Vec::new();
+        for (i, req) in reqs.iter().enumerate() {
+            let started = self.begin(req).and_then(|b| match b {
+                Begun::Done(resp) => Ok(Err(resp)),
+                Begun::Prompt(ids, mut answer) => {
+                    let kv = self.prefill_apart(&ids, &mut answer, &live)?;
+                    Ok(Ok(Live {
+                        index: i,
+                        answer: *answer,
+                        kv,
+                        tokens: ids,
+                    }))
+                }
+            });
+            match started {
+                Ok(Ok(l)) => live.push(l),
+                Ok(Err(resp)) => results[i] = Some(Ok(resp)),
+                Err(e) => results[i] = Some(Err(e)),
+            }
+        }
+        let start = Instant::now();
+        let mut last: Option<(KvCache, Vec<u32>)> = None;
+        while !live.is_empty() {
+            let mut fed = Vec::with_capacity(live.len());
+            let mut j = 0;
+            while j < live.len() {
+                match self.choose(&mut live[j].answer) {
+                    Step::Feed(tok) => {
+                        fed.push(tok);
+                        j += 1;
+                    }
+                    Step::Done(end) => {
+                        let l = live.remove(j);
+                        results[l.index] = Some(Ok(l.answer.finish(end, start)));
+                        last = Some((l.kv, l.tokens));
+                    }
+                }
+            }
+            if let Err(e) = self.step(&mut live, &fed) {
+                let message = e.to_string();
+                for l in live.drain(..) {
+                    results[l.index] = Some(Err(LlmError::Inference(candle_core::Error::Msg(
+                        message.clone(),
+                    ))));
+                }
+            }
+        }
+        // The last answer finished becomes the prefix cache, as after a `generate` call.
+        if let Some((mut kv, tokens)) = last {
+            self.model.swap_kv(&mut kv);
+            self.cached = tokens;
+            if let Err(e) = self.keep_within_limit() {
+                eprintln!("warning: the prefix cache could not be shrunk ({e}); cleared");
+                self.clear_cache();
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every request answered"))
+            .collect()
+    }
+
+    /// One decode step of the live answers: `tokens[i]` extends `live[i]`, in passes of at
+    /// most [`EXACT_ROWS`] sequences.
+    fn step(&mut self, live: &mut [Live], tokens: &[u32]) -> Result<(), LlmError> {
+        for (chunk, toks) in live.chunks_mut(EXACT_ROWS).zip(tokens.chunks(EXACT_ROWS)) {
+            let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|l| &mut l.kv).collect();
+            let rows: Vec<Vec<f32>> = self.model.forward_batch(&mut caches, toks)?.to_vec2()?;
+            for ((l, row), &tok) in chunk.iter_mut().zip(rows).zip(toks) {
+                l.answer.logits = row;
+                l.tokens.push(tok);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One answer being decoded: its request, constraint state, text and accounting.
+struct Answer<'r> {
+    req: &'r GenerateRequest,
+    matcher: Option<Matcher>,
+    out: Vec<u8>,
+    resp: GenerateResponse,
+    /// Most tokens it may generate (the request's, within the context window).
+    budget: usize,
+    rng: StdRng,
+    /// The model's logits for the next token.
+    logits: Vec<f32>,
+}
+
+impl Answer<'_> {
+    /// The response, decode time counted from `decode_start`.
+    fn finish(mut self, finish: FinishReason, decode_start: Instant) -> GenerateResponse {
+        self.resp.decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
+        self.resp.generated_tokens = self.resp.tokens.len();
+        self.resp.finish_reason = finish;
+        self.resp.text = String::from_utf8_lossy(&self.out).into_owned();
+        self.resp
+    }
+}
+
+enum Begun<'r> {
+    /// Answered without the model.
+    Done(GenerateResponse),
+    /// The prompt's tokens and the answer to decode.
+    Prompt(Vec<u32>, Box<Answer<'r>>),
+}
+
+enum Step {
+    Feed(u32),
+    Done(FinishReason),
+}
+
+/// An answer of a batch in flight, with its own keys and values and the tokens they hold.
+struct Live<'r> {
+    index: usize,
+    answer: Answer<'r>,
+    kv: KvCache,
+    tokens: Vec<u32>,
 }
 
 impl Llm for CandleLlm {
@@ -518,6 +716,13 @@ impl Llm for CandleLlm {
             self.clear_cache();
         }
         result
+    }
+
+    fn generate_batch(
+        &mut self,
+        requests: &[GenerateRequest],
+    ) -> Vec<Result<GenerateResponse, LlmError>> {
+        self.batch(requests)
     }
 
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {

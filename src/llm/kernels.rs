@@ -185,6 +185,21 @@ impl HostKv {
         (self.k, self.v, self.cap) = (k, v, new_cap);
         Ok(())
     }
+
+    /// A new cache holding a copy of the first `len` positions (capacity `len`).
+    pub fn copy_prefix(&self, len: usize) -> Result<HostKv> {
+        let mut copy = HostKv::new(self.kv_heads, self.head_dim);
+        let (k, v, cap) = (self.k.as_slice(), self.v.as_slice(), self.cap);
+        let len = len.min(cap);
+        copy.resize(len, 0)?;
+        let hd = self.head_dim;
+        for g in 0..self.kv_heads {
+            let (src, dst, n) = (g * cap * hd, g * len * hd, len * hd);
+            copy.k[dst..dst + n].copy_from_slice(&k[src..src + n]);
+            copy.v[dst..dst + n].copy_from_slice(&v[src..src + n]);
+        }
+        Ok(copy)
+    }
 }
 
 /// Head layout and the per-layer extras of one attention block.

@@ -166,6 +166,14 @@ pub struct GenerateResponse {
 /// model holds KV state; share one across threads behind a `Mutex`.
 pub trait Llm: Send {
     fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError>;
+    /// Answers several requests, each result in its request's place: the same answers as
+    /// calling `generate` on each in turn. The candle engine decodes them together.
+    fn generate_batch(
+        &mut self,
+        requests: &[GenerateRequest],
+    ) -> Vec<Result<GenerateResponse, LlmError>> {
+        requests.iter().map(|r| self.generate(r)).collect()
+    }
     /// Tokens the prompt would take (after templating), for context budgeting.
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError>;
     /// Maximum prompt + generated tokens.

@@ -147,6 +147,97 @@ impl KvBuffer {
             KvBuffer::Device { k, .. } => k.dim(2),
         }
     }
+
+    fn bytes(&self) -> usize {
+        match self {
+            KvBuffer::Host(h) => h.bytes(),
+            KvBuffer::Device { k, v } => (k.elem_count() + v.elem_count()) * 4,
+        }
+    }
+}
+
+/// One sequence's keys and values in every layer, valid for its first `len` positions. The
+/// model holds one for [`QwenModel::forward`]; a batch of sequences each brings its own to
+/// [`QwenModel::forward_batch`].
+#[derive(Default)]
+pub struct KvCache {
+    layers: Vec<Option<KvBuffer>>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets positions from `len` on; the buffers are kept for reuse.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Bytes held by the buffers (capacity, not just the valid part).
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().flatten().map(KvBuffer::bytes).sum()
+    }
+
+    /// Shrinks the buffers to at most `cap` positions (keeping the first ones), releasing the
+    /// memory above it.
+    pub fn shrink(&mut self, cap: usize) -> candle_core::Result<()> {
+        self.len = self.len.min(cap);
+        for slot in &mut self.layers {
+            let Some(kv) = slot else { continue };
+            if kv.capacity()? <= cap {
+                continue;
+            }
+            if cap == 0 {
+                *slot = None;
+                continue;
+            }
+            match kv {
+                KvBuffer::Host(h) => h.resize(cap, cap)?,
+                KvBuffer::Device { k, v } => {
+                    *k = k.narrow(2, 0, cap)?.contiguous()?;
+                    *v = v.narrow(2, 0, cap)?.contiguous()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A new cache holding a copy of the first `len` positions (a prompt prefix another
+    /// sequence shares).
+    pub fn copy_prefix(&self, len: usize) -> candle_core::Result<KvCache> {
+        let len = len.min(self.len);
+        let layers = self
+            .layers
+            .iter()
+            .map(|slot| {
+                Ok(match slot {
+                    _ if len == 0 => None,
+                    None => None,
+                    Some(KvBuffer::Host(h)) => Some(KvBuffer::Host(h.copy_prefix(len)?)),
+                    Some(KvBuffer::Device { k, v }) => Some(KvBuffer::Device {
+                        k: k.narrow(2, 0, len)?.copy()?,
+                        v: v.narrow(2, 0, len)?.copy()?,
+                    }),
+                })
+            })
+            .collect::<candle_core::Result<_>>()?;
+        Ok(KvCache { layers, len })
+    }
+
+    /// Layer `i`'s buffer slot, the slots made on first use.
+    fn layer(&mut self, i: usize, layers: usize) -> &mut Option<KvBuffer> {
+        if self.layers.len() < layers {
+            self.layers.resize_with(layers, || None);
+        }
+        &mut self.layers[i]
+    }
 }
 
 struct Layer {
@@ -164,7 +255,6 @@ struct Layer {
     gate: Weight,
     up: Weight,
     down: Weight,
-    kv: Option<KvBuffer>,
 }
 
 pub struct QwenModel {
@@ -177,8 +267,8 @@ pub struct QwenModel {
     lm_head: Weight,
     cos: Tensor,
     sin: Tensor,
-    /// Number of positions held in every layer's KV buffer.
-    kv_len: usize,
+    /// The keys and values of [`QwenModel::forward`]'s sequence.
+    kv: KvCache,
     device: Device,
 }
 
@@ -366,7 +456,6 @@ impl QwenModel {
                 gate,
                 up,
                 down,
-                kv: None,
             });
         }
         Self::assemble(config, embed, layers, norm, lm_head, device).map_err(e)
@@ -498,7 +587,6 @@ impl QwenModel {
                 gate: w("mlp.gate_proj", &[inter, hidden])?,
                 up: w("mlp.up_proj", &[inter, hidden])?,
                 down: w("mlp.down_proj", &[hidden, inter])?,
-                kv: None,
             });
         }
         Self::assemble(config, embed, layers, norm, lm_head, device).map_err(e)
@@ -521,7 +609,7 @@ impl QwenModel {
             lm_head,
             cos,
             sin,
-            kv_len: 0,
+            kv: KvCache::default(),
             device: device.clone(),
         })
     }
@@ -538,13 +626,13 @@ impl QwenModel {
 
     /// Positions currently held in the KV cache.
     pub fn kv_len(&self) -> usize {
-        self.kv_len
+        self.kv.len()
     }
 
-    /// Forgets cached positions from `len` on; the buffers are kept for reuse.
     /// Whether `forward` of up to [`EXACT_ROWS`] tokens gives each position the logits that
     /// feeding them one by one gives, bit for bit (our CPU kernels: a drafted continuation is
-    /// verified in one pass and greedy output stays the same).
+    /// verified in one pass and greedy output stays the same). The same holds for the rows of
+    /// [`QwenModel::forward_batch`].
     pub fn rows_exact(&self) -> bool {
         self.device.is_cpu()
             && self.lm_head.rows_exact()
@@ -555,44 +643,30 @@ impl QwenModel {
             })
     }
 
+    /// Forgets cached positions from `len` on; the buffers are kept for reuse.
     pub fn truncate_kv(&mut self, len: usize) {
-        self.kv_len = self.kv_len.min(len);
+        self.kv.truncate(len);
     }
 
     /// Shrinks the KV buffers to at most `cap` positions (keeping the first ones), releasing
     /// the memory above it.
     pub fn shrink_kv(&mut self, cap: usize) -> candle_core::Result<()> {
-        self.kv_len = self.kv_len.min(cap);
-        for layer in &mut self.layers {
-            let Some(kv) = &mut layer.kv else { continue };
-            if kv.capacity()? <= cap {
-                continue;
-            }
-            if cap == 0 {
-                layer.kv = None;
-                continue;
-            }
-            match kv {
-                KvBuffer::Host(h) => h.resize(cap, cap)?,
-                KvBuffer::Device { k, v } => {
-                    *k = k.narrow(2, 0, cap)?.contiguous()?;
-                    *v = v.narrow(2, 0, cap)?.contiguous()?;
-                }
-            }
-        }
-        Ok(())
+        self.kv.shrink(cap)
     }
 
     /// Bytes held by the KV buffers (capacity, not just the valid part).
     pub fn kv_bytes(&self) -> usize {
-        self.layers
-            .iter()
-            .filter_map(|l| l.kv.as_ref())
-            .map(|kv| match kv {
-                KvBuffer::Host(h) => h.bytes(),
-                KvBuffer::Device { k, v } => (k.elem_count() + v.elem_count()) * 4,
-            })
-            .sum()
+        self.kv.bytes()
+    }
+
+    /// A copy of the model's own sequence's first `len` positions.
+    pub fn copy_kv_prefix(&self, len: usize) -> candle_core::Result<KvCache> {
+        self.kv.copy_prefix(len)
+    }
+
+    /// Exchanges the model's own sequence (what [`QwenModel::forward`] extends) with `other`.
+    pub fn swap_kv(&mut self, other: &mut KvCache) {
+        std::mem::swap(&mut self.kv, other);
     }
 
     /// KV bytes needed per cached position.
@@ -605,19 +679,72 @@ impl QwenModel {
     /// Returns logits `(n, vocab)` for every position if `all_logits`, else `(1, vocab)` for
     /// the last one.
     pub fn forward(&mut self, tokens: &[u32], all_logits: bool) -> candle_core::Result<Tensor> {
+        let mut kv = std::mem::take(&mut self.kv);
+        let result = self.run(&mut [&mut kv], tokens, all_logits);
+        self.kv = kv;
+        result
+    }
+
+    /// One decode step of several sequences: `tokens[i]` extends `caches[i]`. The sequences
+    /// share each weight pass; each attends only to its own cache. Returns `(n, vocab)`, row
+    /// `i` for sequence `i`. On our CPU kernels ([`QwenModel::rows_exact`]) and up to
+    /// [`EXACT_ROWS`] sequences, each row is bit for bit what `forward` of that sequence alone
+    /// gives.
+    pub fn forward_batch(
+        &mut self,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        if caches.len() != tokens.len() {
+            candle_core::bail!(
+                "{} sequences for {} tokens in a batch step",
+                caches.len(),
+                tokens.len()
+            );
+        }
+        if self.device.is_cpu() {
+            return self.run(caches, tokens, true);
+        }
+        // Other devices run the sequences one after another.
+        let rows = caches
+            .iter_mut()
+            .zip(tokens)
+            .map(|(kv, &t)| self.run(&mut [&mut **kv], &[t], false))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&rows, 0)
+    }
+
+    /// Runs the tokens of one or (on the CPU, one token each) several sequences through the
+    /// layers: with one cache, all of `tokens` extend it; with several, `tokens[i]` extends
+    /// `caches[i]`.
+    fn run(
+        &mut self,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+        all_logits: bool,
+    ) -> candle_core::Result<Tensor> {
         let n = tokens.len();
-        let pos = self.kv_len;
         if n == 0 {
             candle_core::bail!("forward needs at least one token");
         }
-        if pos + n > self.config.context_length {
-            candle_core::bail!(
-                "{} positions exceed the context window of {}",
-                pos + n,
-                self.config.context_length
-            );
+        // Rows of sequence i: `spans[i]` consecutive ones, at positions from its cache length.
+        let spans: Vec<usize> = if caches.len() == 1 {
+            vec![n]
+        } else {
+            vec![1; caches.len()]
+        };
+        let mut end = 0;
+        for (kv, &rows) in caches.iter().zip(&spans) {
+            if kv.len() + rows > self.config.context_length {
+                candle_core::bail!(
+                    "{} positions exceed the context window of {}",
+                    kv.len() + rows,
+                    self.config.context_length
+                );
+            }
+            end = end.max(kv.len() + rows);
         }
-        self.grow_rope(pos + n)?;
+        self.grow_rope(end)?;
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self
             .embed
@@ -625,33 +752,53 @@ impl QwenModel {
             .to_dtype(DType::F32)?
             .unsqueeze(0)?;
         let eps = self.config.rms_norm_eps as f32;
+        let layers = self.layers.len();
         if self.device.is_cpu() {
-            for layer in &mut self.layers {
+            let positions: Vec<usize> = caches.iter().map(|kv| kv.len()).collect();
+            for (li, layer) in self.layers.iter().enumerate() {
                 let h = kernels::rms_norm(&x, &layer.attn_norm, eps)?;
-                let attn = layer.attention_host(&h, &self.config, pos, &self.cos, &self.sin)?;
+                let mut slots: Vec<&mut Option<KvBuffer>> =
+                    caches.iter_mut().map(|kv| kv.layer(li, layers)).collect();
+                let attn = layer.attention_host(
+                    &h,
+                    &self.config,
+                    &mut slots,
+                    &positions,
+                    &spans,
+                    &self.cos,
+                    &self.sin,
+                )?;
                 x = (x + attn)?;
                 let h = kernels::rms_norm(&x, &layer.ffn_norm, eps)?;
                 let gu = project(&[&layer.gate, &layer.up], &h)?;
                 x = (x + layer.down.forward(&kernels::silu_mul(&gu[0], &gu[1])?)?)?;
             }
-            return self.finish(x, n, all_logits);
-        }
-        let cos = self.cos.narrow(0, pos, n)?;
-        let sin = self.sin.narrow(0, pos, n)?;
-        let mask = if n > 1 {
-            Some(self.mask(n, pos)?)
         } else {
-            None
-        };
-        let cfg = self.config.clone();
-        for layer in &mut self.layers {
-            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
-            let attn = layer.attention(&h, &cfg, pos, &cos, &sin, mask.as_ref())?;
-            x = (x + attn)?;
-            let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-            let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
-            let u = layer.up.forward(&h)?;
-            x = (x + layer.down.forward(&(g * u)?)?)?;
+            let [kv] = caches else {
+                candle_core::bail!("a batch of sequences runs on the CPU only");
+            };
+            let pos = kv.len();
+            let cos = self.cos.narrow(0, pos, n)?;
+            let sin = self.sin.narrow(0, pos, n)?;
+            let mask = if n > 1 {
+                Some(self.mask(n, pos)?)
+            } else {
+                None
+            };
+            for (li, layer) in self.layers.iter().enumerate() {
+                let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+                let slot = kv.layer(li, layers);
+                let attn =
+                    layer.attention(&h, &self.config, slot, pos, &cos, &sin, mask.as_ref())?;
+                x = (x + attn)?;
+                let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
+                let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
+                let u = layer.up.forward(&h)?;
+                x = (x + layer.down.forward(&(g * u)?)?)?;
+            }
+        }
+        for (kv, &rows) in caches.iter_mut().zip(&spans) {
+            kv.len += rows;
         }
         self.finish(x, n, all_logits)
     }
@@ -668,8 +815,7 @@ impl QwenModel {
     }
 
     /// Final norm and logits after the layers have run `n` new positions.
-    fn finish(&mut self, x: Tensor, n: usize, all_logits: bool) -> candle_core::Result<Tensor> {
-        self.kv_len += n;
+    fn finish(&self, x: Tensor, n: usize, all_logits: bool) -> candle_core::Result<Tensor> {
         let eps = self.config.rms_norm_eps as f32;
         let x = if all_logits {
             x
@@ -718,32 +864,23 @@ fn host_opt<'a>(t: &'a Option<Guard<'_>>) -> candle_core::Result<Option<&'a [f32
 }
 
 impl Layer {
-    /// Attention on the CPU through [`kernels::attention`]; `x` is `(1, n, hidden)`.
+    /// Attention on the CPU through [`kernels::attention`]; `x` is `(1, n, hidden)`, its rows
+    /// split into sequences: `spans[i]` rows at positions from `positions[i]`, attending to
+    /// the cache `slots[i]`. The projections run on all rows at once.
+    #[allow(clippy::too_many_arguments)]
     fn attention_host(
-        &mut self,
+        &self,
         x: &Tensor,
         cfg: &QwenConfig,
-        pos: usize,
+        slots: &mut [&mut Option<KvBuffer>],
+        positions: &[usize],
+        spans: &[usize],
         cos: &Tensor,
         sin: &Tensor,
     ) -> candle_core::Result<Tensor> {
         let n = x.dim(1)?;
         let (h, kvh, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
         let qkv = project(&[&self.q, &self.k, &self.v], x)?;
-        let total = pos + n;
-        let kv = match &mut self.kv {
-            Some(KvBuffer::Host(kv)) => kv,
-            slot => {
-                *slot = Some(KvBuffer::Host(HostKv::new(kvh, hd)));
-                match slot {
-                    Some(KvBuffer::Host(kv)) => kv,
-                    _ => candle_core::bail!("KV buffer missing after allocation"),
-                }
-            }
-        };
-        if total > kv.cap() {
-            kv.resize(total.max(kv.cap() * 2).max(64), pos)?;
-        }
         let (qb, kb, vb) = (
             guard(&self.q_bias),
             guard(&self.k_bias),
@@ -768,24 +905,41 @@ impl Layer {
         let (qg, ql) = qkv[0].storage_and_layout();
         let (kg, kl) = qkv[1].storage_and_layout();
         let (vg, vl) = qkv[2].storage_and_layout();
-        let y = kernels::attention(
-            &params,
-            host_f32(&qg, ql)?,
-            host_f32(&kg, kl)?,
-            host_f32(&vg, vl)?,
-            kv,
-            pos,
-            n,
-        )?;
+        let (q, k, v) = (host_f32(&qg, ql)?, host_f32(&kg, kl)?, host_f32(&vg, vl)?);
+        let mut y = Vec::with_capacity(n * h * hd);
+        let mut row = 0;
+        for ((slot, &pos), &rows) in slots.iter_mut().zip(positions).zip(spans) {
+            let kv = host_kv(slot, kvh, hd)?;
+            let total = pos + rows;
+            if total > kv.cap() {
+                kv.resize(total.max(kv.cap() * 2).max(64), pos)?;
+            }
+            let (qs, ks) = (row * h * hd, row * kvh * hd);
+            let (qe, ke) = (qs + rows * h * hd, ks + rows * kvh * hd);
+            y.extend(kernels::attention(
+                &params,
+                &q[qs..qe],
+                &k[ks..ke],
+                &v[ks..ke],
+                kv,
+                pos,
+                rows,
+            )?);
+            row += rows;
+        }
+        if row != n {
+            candle_core::bail!("{n} rows for sequences of {row}");
+        }
         self.o
             .forward(&Tensor::from_vec(y, (1, n, h * hd), x.device())?)
     }
 
     #[allow(clippy::too_many_arguments)]
     fn attention(
-        &mut self,
+        &self,
         x: &Tensor,
         cfg: &QwenConfig,
+        slot: &mut Option<KvBuffer>,
         pos: usize,
         cos: &Tensor,
         sin: &Tensor,
@@ -816,8 +970,8 @@ impl Layer {
         let k = candle_nn::rotary_emb::rope(&k.transpose(1, 2)?.contiguous()?, cos, sin)?;
         let v = v.transpose(1, 2)?.contiguous()?;
         let total = pos + n;
-        self.append_kv(&k, &v, pos, total)?;
-        let Some(KvBuffer::Device { k: kbuf, v: vbuf }) = &self.kv else {
+        append_kv(slot, &k, &v, pos, total)?;
+        let Some(KvBuffer::Device { k: kbuf, v: vbuf }) = &*slot else {
             candle_core::bail!("KV buffer missing after append")
         };
         let keys = kbuf.narrow(2, 0, total)?;
@@ -839,39 +993,50 @@ impl Layer {
             .reshape((1, n, h * hd))?;
         self.o.forward(&y)
     }
+}
 
-    /// Writes `k`, `v` (`(1, kvh, n, hd)`) at `pos`, growing the buffers geometrically.
-    fn append_kv(
-        &mut self,
-        k: &Tensor,
-        v: &Tensor,
-        pos: usize,
-        total: usize,
-    ) -> candle_core::Result<()> {
-        let old = match &self.kv {
-            Some(KvBuffer::Device { k, v }) => Some((k, v)),
-            _ => None,
-        };
-        let cap = old.map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
-        if total > cap {
-            let new_cap = total.max(cap * 2).max(64);
-            let (_, kvh, _, hd) = k.dims4()?;
-            let nk = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
-            let nv = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
-            if let Some((ok, ov)) = old {
-                if pos > 0 {
-                    nk.slice_set(&ok.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
-                    nv.slice_set(&ov.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
-                }
-            }
-            self.kv = Some(KvBuffer::Device { k: nk, v: nv });
-        }
-        if let Some(KvBuffer::Device { k: kb, v: vb }) = &self.kv {
-            kb.slice_set(k, 2, pos)?;
-            vb.slice_set(v, 2, pos)?;
-        }
-        Ok(())
+/// The host buffer in `slot`, made empty on first use.
+fn host_kv(slot: &mut Option<KvBuffer>, kvh: usize, hd: usize) -> candle_core::Result<&mut HostKv> {
+    if !matches!(slot, Some(KvBuffer::Host(_))) {
+        *slot = Some(KvBuffer::Host(HostKv::new(kvh, hd)));
     }
+    match slot {
+        Some(KvBuffer::Host(kv)) => Ok(kv),
+        _ => candle_core::bail!("KV buffer missing after allocation"),
+    }
+}
+
+/// Writes `k`, `v` (`(1, kvh, n, hd)`) at `pos` of `slot`, growing the buffers geometrically.
+fn append_kv(
+    slot: &mut Option<KvBuffer>,
+    k: &Tensor,
+    v: &Tensor,
+    pos: usize,
+    total: usize,
+) -> candle_core::Result<()> {
+    let old = match &*slot {
+        Some(KvBuffer::Device { k, v }) => Some((k, v)),
+        _ => None,
+    };
+    let cap = old.map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
+    if total > cap {
+        let new_cap = total.max(cap * 2).max(64);
+        let (_, kvh, _, hd) = k.dims4()?;
+        let nk = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
+        let nv = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
+        if let Some((ok, ov)) = old {
+            if pos > 0 {
+                nk.slice_set(&ok.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
+                nv.slice_set(&ov.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
+            }
+        }
+        *slot = Some(KvBuffer::Device { k: nk, v: nv });
+    }
+    if let Some(KvBuffer::Device { k: kb, v: vb }) = &*slot {
+        kb.slice_set(k, 2, pos)?;
+        vb.slice_set(v, 2, pos)?;
+    }
+    Ok(())
 }
 
 /// Reads the last dimension's argmax; used by tests and greedy decoding.
