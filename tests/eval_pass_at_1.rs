@@ -164,6 +164,44 @@ fn the_targets_own_file_turns_a_failing_completion_into_a_passing_one() {
     assert_eq!(snapshot(&source), before);
 }
 
+/// Tasks generated several at a time, their LLM calls decoded together by one shared engine,
+/// get the completions of the run that generates them one after another.
+#[test]
+fn tasks_generated_at_once_get_the_sequential_completions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = tmp.path().join(name);
+        let args = [
+            &["--method", "direct", "--no-grounding", "--jobs", "2"][..],
+            extra,
+        ]
+        .concat();
+        let s = summary(&eval(&out, &args));
+        (s, completion_of(&out))
+    };
+    let (one, sequential) = run("one", &[]);
+    let (three, together) = run("three", &["--concurrency", "3"]);
+    assert_eq!(one["total"], 4);
+    assert_eq!(together, sequential);
+    assert_eq!(three["passed"], one["passed"]);
+    // Methods without a model fork freely; the reference still passes everything.
+    let s = summary(&eval(
+        &tmp.path().join("ref"),
+        &["--method", "reference", "--concurrency", "4"],
+    ));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(4), Some(4))
+    );
+    // A concurrency of 0 is refused.
+    let out = eval(
+        &tmp.path().join("zero"),
+        &["--method", "reference", "--concurrency", "0"],
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--concurrency must be at least 1"));
+}
+
 fn completion_of(run: &std::path::Path) -> String {
     std::fs::read_to_string(run.join("completions.jsonl")).unwrap()
 }

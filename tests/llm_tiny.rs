@@ -11,7 +11,7 @@ use candle_core::Device;
 use repohop::llm::qwen::{KvCache, QwenModel};
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, Llm, LlmError, LlmOptions, Message, ModelFiles,
-    Prompt,
+    Prompt, SharedLlm,
 };
 use test_device::{assert_on_test_device, test_device};
 
@@ -369,6 +369,58 @@ fn a_batch_answers_as_one_call_at_a_time_does() {
         let again = llm.generate(&reqs[0]).unwrap();
         assert_eq!(again.tokens, batch[0].as_ref().unwrap().tokens);
     }
+}
+
+#[test]
+fn threads_sharing_one_engine_get_their_own_answers() {
+    let prompts = [
+        "def load_config(path):",
+        "class Parser:",
+        "import os",
+        "def add(a, b):",
+    ];
+    let reqs: Vec<GenerateRequest> = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut r = GenerateRequest::new(chat(&[p]));
+            r.max_new_tokens = 4 + 3 * i;
+            r
+        })
+        .collect();
+    let want: Vec<Vec<u32>> = reqs
+        .iter()
+        .map(|r| engine("qwen2").generate(r).unwrap().tokens)
+        .collect();
+    let shared = SharedLlm::spawn(engine("qwen2"));
+    assert_eq!(
+        shared.count_tokens(&reqs[0].prompt).unwrap(),
+        engine("qwen2").count_tokens(&reqs[0].prompt).unwrap()
+    );
+    let got: Vec<Vec<u32>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let mut llm = shared.clone();
+                scope.spawn(move || {
+                    // Two calls per thread: the second joins whatever is in flight then.
+                    let first = llm.generate(r).unwrap();
+                    let second = llm.generate(r).unwrap();
+                    assert_eq!(first.tokens, second.tokens);
+                    first.tokens
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(got, want);
+    // A refused request fails alone.
+    let mut zero = reqs[0].clone();
+    zero.max_new_tokens = 0;
+    let mut llm = shared.clone();
+    let answers = llm.generate_batch(&[zero, reqs[1].clone()]);
+    assert!(answers[0].is_err());
+    assert_eq!(answers[1].as_ref().unwrap().tokens, want[1]);
 }
 
 #[test]

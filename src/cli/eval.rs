@@ -16,7 +16,7 @@ use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::generate::complete::LineMethod;
-use repohop::llm::{CandleLlm, LlmOptions};
+use repohop::llm::{CandleLlm, LlmOptions, SharedLlm};
 use repohop::retrieve::dyretriever::ExpandMode;
 
 use super::args::{EmbedArgs, LineArgs};
@@ -70,6 +70,10 @@ pub struct EvalArgs {
     /// Test tasks in parallel, each in its own copy of the project.
     #[arg(long, default_value_t = 1)]
     jobs: usize,
+    /// Function tasks generated at the same time, their LLM calls decoded together by one
+    /// shared engine (prompts are still computed one at a time).
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
     /// Only the first N tasks (of the shard).
     #[arg(long)]
     limit: Option<usize>,
@@ -252,10 +256,18 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     });
     let source = match (&args.completions, &args.method) {
         (Some(c), None) => Source::Completions(c.clone()),
-        (None, Some(m)) => Source::Method(
-            pipelines::builtin(m, &settings(&args, &out.join("vectors")))
-                .map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
-        ),
+        (None, Some(m)) => {
+            let mut settings = settings(&args, &out.join("vectors"));
+            if args.concurrency > 1 && pipelines::generates(m) {
+                let llm = CandleLlm::load(&args.model, &LlmOptions::default())
+                    .with_context(|| format!("cannot load generator model {}", args.model))?;
+                settings.engine = Some(SharedLlm::spawn(llm));
+            }
+            Source::Method(
+                pipelines::builtin(m, &settings)
+                    .map_err(|e| anyhow::anyhow!("--method {m}: {e}"))?,
+            )
+        }
         _ => bail!("give --completions FILE (score existing completions) or --method M (generate)"),
     };
     if !args.source_root.is_dir() {
@@ -287,6 +299,7 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
             ..RunnerConfig::default()
         },
         jobs: args.jobs,
+        concurrency: args.concurrency,
         limit: args.limit,
         shard,
         cancel: &STOP,

@@ -150,6 +150,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let mut session = Session::load(SessionOptions {
         model: args.model.clone(),
         llm: LlmOptions::default(),
+        engine: None,
         embed_model: args.embed.embed_model.clone(),
         embed_device: args.embed.device.clone(),
         vectors: VectorPlace::Repository,

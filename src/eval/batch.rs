@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
@@ -40,6 +40,9 @@ pub struct BatchConfig<'a> {
     pub out: PathBuf,
     pub runner: RunnerConfig,
     pub jobs: usize,
+    /// Tasks generated at the same time (their LLM calls decoded together by a shared
+    /// engine); 1: one after another, in task order.
+    pub concurrency: usize,
     pub limit: Option<usize>,
     /// `(i, n)`, 1-based: this run takes tasks whose 0-based index `k` has `k % n == i - 1`.
     pub shard: Option<(usize, usize)>,
@@ -340,6 +343,11 @@ fn check_config(cfg: &BatchConfig) -> Result<(), EvalError> {
     if cfg.jobs == 0 {
         return Err(EvalError::Invalid("--jobs must be at least 1".into()));
     }
+    if cfg.concurrency == 0 {
+        return Err(EvalError::Invalid(
+            "--concurrency must be at least 1".into(),
+        ));
+    }
     if let Some((i, n)) = cfg.shard {
         if n == 0 || i == 0 || i > n {
             return Err(EvalError::Invalid(format!(
@@ -408,9 +416,11 @@ pub fn tasks_sha256(path: &Path) -> Result<String, EvalError> {
     Ok(crate::repo::cache::content_hash(&bytes))
 }
 
-/// Generates (or reads) the completions of the unfinished tasks in order on this thread while
-/// `cfg.jobs` threads run their tests, each task's result written as it finishes. Stops
-/// scheduling when cancelled; the first error cancels the run and is returned.
+/// Generates (or reads) the completions of the unfinished tasks while `cfg.jobs` threads run
+/// their tests, each task's result written as it finishes. With `cfg.concurrency` above 1 the
+/// method's forks generate that many tasks at once (tasks are taken in order); otherwise this
+/// thread generates them one after another. Stops scheduling when cancelled; the first error
+/// cancels the run and is returned.
 fn generate_and_score(
     cfg: &BatchConfig,
     tasks: &[FunctionTask],
@@ -419,6 +429,21 @@ fn generate_and_score(
     completions: Option<&Completions>,
     progress: &Progress,
 ) -> Result<(), EvalError> {
+    let own = method.take();
+    let mut forks: Vec<Box<dyn Method>> = Vec::new();
+    if let Some(first) = own.as_ref() {
+        for _ in 1..cfg.concurrency {
+            match first.fork() {
+                Some(m) => forks.push(m),
+                None => {
+                    return Err(EvalError::Invalid(format!(
+                        "method `{}` can't generate several tasks at once (--concurrency)",
+                        first.name()
+                    )))
+                }
+            }
+        }
+    }
     let (tx, rx) = mpsc::sync_channel::<(usize, Prepared)>(cfg.jobs);
     let rx = Mutex::new(rx);
     let failure: Mutex<Option<EvalError>> = Mutex::new(None);
@@ -428,18 +453,15 @@ fn generate_and_score(
         }
         cfg.cancel.store(true, Ordering::SeqCst);
     };
-    std::thread::scope(|scope| {
-        for _ in 0..cfg.jobs {
-            scope.spawn(|| score_queued(cfg, tasks, &rx, &fail, progress));
-        }
-        for (k, task) in tasks.iter().enumerate() {
-            if finished[k] {
-                continue;
-            }
+    let todo: Vec<usize> = (0..tasks.len()).filter(|&k| !finished[k]).collect();
+    let next = AtomicUsize::new(0);
+    let generate = |mut worker: Option<Box<dyn Method>>,
+                    tx: mpsc::SyncSender<(usize, Prepared)>| {
+        while let Some(&k) = todo.get(next.fetch_add(1, Ordering::SeqCst)) {
             if cfg.cancel.load(Ordering::SeqCst) {
                 break;
             }
-            let item = match prepare(cfg, task, method.as_mut(), completions) {
+            let item = match prepare(cfg, &tasks[k], worker.as_mut(), completions) {
                 Ok(Some(prepared)) => (k, prepared),
                 Ok(None) => continue,
                 Err(e) => {
@@ -451,8 +473,26 @@ fn generate_and_score(
                 break;
             }
         }
-        drop(tx);
+        worker
+    };
+    let returned = std::thread::scope(|scope| {
+        for _ in 0..cfg.jobs {
+            scope.spawn(|| score_queued(cfg, tasks, &rx, &fail, progress));
+        }
+        let others: Vec<_> = forks
+            .into_iter()
+            .map(|w| {
+                let tx = tx.clone();
+                scope.spawn(|| generate(Some(w), tx))
+            })
+            .collect();
+        let own = generate(own, tx);
+        for h in others {
+            let _ = h.join();
+        }
+        own
     });
+    *method = returned;
     match failure.into_inner().ok().flatten() {
         Some(e) => Err(e),
         None => Ok(()),

@@ -52,12 +52,15 @@ pub struct MethodInput<'a> {
 
 pub type MethodError = Box<dyn std::error::Error + Send + Sync>;
 
-/// A generation pipeline. Batch runs call `generate` once per task, one task at a time
-/// (so a method may keep model state), and run tests for finished tasks in parallel.
-pub trait Method {
+/// A generation pipeline. Batch runs call `generate` once per task, one task at a time per
+/// instance (so a method may keep model state), and run tests for finished tasks in parallel.
+pub trait Method: Send {
     /// Stable name, recorded in the run directory and shown in reports.
     fn name(&self) -> &str;
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError>;
+    /// Another instance to generate other tasks at the same time (sharing models where it
+    /// can); `None` when this one can't run beside another.
+    fn fork(&self) -> Option<Box<dyn Method>>;
 }
 
 /// DevEval's reference body, read from the source file: validates the harness (must pass all).
@@ -66,6 +69,10 @@ pub struct Reference;
 impl Method for Reference {
     fn name(&self) -> &str {
         "reference"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Method>> {
+        Some(Box::new(Reference))
     }
 
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError> {
@@ -91,6 +98,10 @@ pub struct NotImplemented;
 impl Method for NotImplemented {
     fn name(&self) -> &str {
         "not-implemented"
+    }
+
+    fn fork(&self) -> Option<Box<dyn Method>> {
+        Some(Box::new(NotImplemented))
     }
 
     fn generate(&mut self, _input: &MethodInput) -> Result<Generated, MethodError> {

@@ -17,7 +17,7 @@ use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{LocalContext, Target};
-use crate::llm::LlmOptions;
+use crate::llm::{LlmOptions, SharedLlm};
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
 use crate::repo::{resolve_target, Lang, Repository};
@@ -57,6 +57,8 @@ pub struct Settings {
     pub embed_device: String,
     /// Where the projects' vectors are kept between runs (never inside the projects).
     pub vectors_dir: PathBuf,
+    /// An engine shared by several pipelines running at once (instead of loading `model`).
+    pub engine: Option<SharedLlm>,
 }
 
 impl Settings {
@@ -71,6 +73,7 @@ impl Settings {
             embed_model: embed::DEFAULT_MODEL.to_string(),
             embed_device: "cpu".to_string(),
             vectors_dir: vectors_dir.to_path_buf(),
+            engine: None,
         }
     }
 
@@ -101,6 +104,12 @@ impl Settings {
         }
         out
     }
+}
+
+/// Whether the method called `name` generates with the LLM (the others read the reference or
+/// write a constant).
+pub fn generates(name: &str) -> bool {
+    !matches!(name, "reference" | "not-implemented")
 }
 
 /// The method called `name`, configured by `settings` where it generates.
@@ -142,6 +151,7 @@ impl Pipeline {
         let session = Session::load(SessionOptions {
             model: settings.model.clone(),
             llm: LlmOptions::default(),
+            engine: settings.engine.clone(),
             embed_model: settings.embed_model.clone(),
             embed_device: settings.embed_device.clone(),
             vectors: VectorPlace::Under(settings.vectors_dir.clone()),
@@ -168,6 +178,13 @@ impl Pipeline {
 impl Method for Pipeline {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn fork(&self) -> Option<Box<dyn Method>> {
+        Some(Box::new(Pipeline {
+            session: self.session.fork()?,
+            name: self.name.clone(),
+        }))
     }
 
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError> {

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
@@ -12,7 +13,7 @@ use super::pipeline::{self, Corpus, Embeddings, PipelineError, PipelineOptions, 
 use super::Target;
 use crate::embed::{self, EmbedError, LocalEmbedder};
 use crate::index::vectors::{IndexError, UpdateReport, VectorIndex};
-use crate::llm::{CandleLlm, LlmError, LlmOptions};
+use crate::llm::{CandleLlm, Llm, LlmError, LlmOptions, SharedLlm};
 use crate::repo::mask::MaskedView;
 use crate::repo::Repository;
 
@@ -32,6 +33,9 @@ pub struct SessionOptions {
     /// The generator: alias, local path or Hugging Face repo id.
     pub model: String,
     pub llm: LlmOptions,
+    /// An engine already running for several sessions (concurrent pipelines): used instead
+    /// of loading `model`.
+    pub engine: Option<SharedLlm>,
     /// The embedder (loaded only when the method needs vectors) and its device.
     pub embed_model: String,
     pub embed_device: String,
@@ -67,15 +71,22 @@ pub struct SessionRun {
 }
 
 pub struct Session {
-    pub llm: CandleLlm,
+    pub llm: Box<dyn Llm>,
+    /// The engine behind `llm` when several sessions share it.
+    engine: Option<SharedLlm>,
     pub options: PipelineOptions,
-    embedder: Option<LocalEmbedder>,
+    /// The embedder and the vectors, shared with the session's forks.
+    shelf: Arc<Shelf>,
     corpus: Option<Corpus>,
     place: VectorPlace,
-    /// Vectors already brought up to date in this session, by folder.
-    vectors: HashMap<PathBuf, VectorIndex>,
     /// Seconds the models took to load.
     pub load_s: f64,
+}
+
+struct Shelf {
+    embedder: Option<LocalEmbedder>,
+    /// Vectors already brought up to date, by folder.
+    vectors: Mutex<HashMap<PathBuf, Arc<VectorIndex>>>,
 }
 
 impl Session {
@@ -93,19 +104,42 @@ impl Session {
             }
             None => None,
         };
-        let llm =
-            CandleLlm::load(&options.model, &options.llm).map_err(|source| SessionError::Llm {
-                model: options.model.clone(),
-                source: Box::new(source),
-            })?;
+        let llm: Box<dyn Llm> =
+            match options.engine.clone() {
+                Some(shared) => Box::new(shared),
+                None => Box::new(CandleLlm::load(&options.model, &options.llm).map_err(
+                    |source| SessionError::Llm {
+                        model: options.model.clone(),
+                        source: Box::new(source),
+                    },
+                )?),
+            };
         Ok(Self {
             llm,
+            engine: options.engine,
             options: options.pipeline,
-            embedder,
+            shelf: Arc::new(Shelf {
+                embedder,
+                vectors: Mutex::new(HashMap::new()),
+            }),
             corpus,
             place: options.vectors,
-            vectors: HashMap::new(),
             load_s: started.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Another session on the same shared engine, embedder and vectors, to run targets at
+    /// the same time as this one; `None` when this session's engine is its own.
+    pub fn fork(&self) -> Option<Session> {
+        let engine = self.engine.clone()?;
+        Some(Session {
+            llm: Box::new(engine.clone()),
+            engine: Some(engine),
+            options: self.options.clone(),
+            shelf: Arc::clone(&self.shelf),
+            corpus: self.corpus,
+            place: self.place.clone(),
+            load_s: 0.0,
         })
     }
 
@@ -130,21 +164,35 @@ impl Session {
         let started = Instant::now();
         let mut index_report = None;
         let mut embeddings = None;
-        if let (Some(embedder), Some(corpus)) = (&self.embedder, self.corpus) {
+        let mut index = None;
+        if let (Some(embedder), Some(corpus)) = (&self.shelf.embedder, self.corpus) {
             let dir = self.vectors_dir(repo, corpus);
-            if !self.vectors.contains_key(&dir) {
-                let (index, report) = VectorIndex::update(&dir, embedder, &corpus.items(repo))?;
-                self.vectors.insert(dir.clone(), index);
-                index_report = Some(report);
-            }
-            embeddings = self
+            // Held while a repository is indexed: its other sessions wait for those vectors.
+            let mut vectors = self
+                .shelf
                 .vectors
-                .get(&dir)
-                .map(|index| Embeddings { embedder, index });
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            index = Some(match vectors.get(&dir) {
+                Some(known) => Arc::clone(known),
+                None => {
+                    let (fresh, report) = VectorIndex::update(&dir, embedder, &corpus.items(repo))?;
+                    index_report = Some(report);
+                    let fresh = Arc::new(fresh);
+                    vectors.insert(dir, Arc::clone(&fresh));
+                    fresh
+                }
+            });
+        }
+        if let (Some(embedder), Some(index)) = (&self.shelf.embedder, &index) {
+            embeddings = Some(Embeddings {
+                embedder,
+                index: index.as_ref(),
+            });
         }
         let indexing_s = started.elapsed().as_secs_f64();
         let run = pipeline::run(
-            &mut self.llm,
+            self.llm.as_mut(),
             view,
             target,
             embeddings.as_ref(),

@@ -324,7 +324,7 @@ impl CandleLlm {
 
     /// Checks `req` and renders and encodes its prompt. `Begun::Done` when the answer needs
     /// no model (a constraint with a single answer).
-    fn begin<'r>(&self, req: &'r GenerateRequest) -> Result<Begun<'r>, LlmError> {
+    fn begin(&self, req: &GenerateRequest) -> Result<Begun, LlmError> {
         if req.max_new_tokens == 0 {
             return Err(LlmError::InvalidRequest(
                 "max_new_tokens must be at least 1".into(),
@@ -365,13 +365,14 @@ impl CandleLlm {
             Sampling::Greedy => 0,
         };
         let answer = Answer {
-            req,
+            req: req.clone(),
             matcher,
             out: Vec::new(),
             budget: req.max_new_tokens.min(window - ids.len()),
             rng: StdRng::seed_from_u64(seed),
             logits: Vec::new(),
             resp,
+            decode_start: Instant::now(),
         };
         Ok(Begun::Prompt(ids, Box::new(answer)))
     }
@@ -380,7 +381,7 @@ impl CandleLlm {
     /// on with that token, `Done` when the answer ended.
     fn choose(&self, a: &mut Answer) -> Step {
         let t = Instant::now();
-        let req = a.req;
+        let req = &a.req;
         // Until the answer has a non-blank byte, `code_first` keeps asides out of it.
         let aside_lang = req
             .until_statement
@@ -473,11 +474,11 @@ impl CandleLlm {
     /// Computes the prompt `ids` into a cache of its own, starting from a copy of the longest
     /// prefix it shares with the model's cache or with one of `others` (sequences of the same
     /// batch: samples of one prompt compute it once).
-    fn prefill_apart(
+    fn prefill_apart<T>(
         &mut self,
         ids: &[u32],
         a: &mut Answer,
-        others: &[Live],
+        others: &[Live<T>],
     ) -> Result<KvCache, LlmError> {
         let start = Instant::now();
         let own = common_prefix(&self.cached, ids);
@@ -506,7 +507,7 @@ impl CandleLlm {
             Begun::Prompt(ids, a) => (ids, *a),
         };
         self.prefill(&ids, &mut a)?;
-        let start = Instant::now();
+        a.decode_start = Instant::now();
         let window = self.model.config().context_length;
         // Drafts are verified by argmax, which is the greedy pick only while nothing restricts it.
         let speculation = self
@@ -563,7 +564,7 @@ impl CandleLlm {
                 }
             }
         };
-        let resp = a.finish(finish, start);
+        let resp = a.finish(finish);
         self.keep_within_limit()?;
         Ok(resp)
     }
@@ -587,60 +588,15 @@ impl CandleLlm {
     fn batch(&mut self, reqs: &[GenerateRequest]) -> Vec<Result<GenerateResponse, LlmError>> {
         let mut results: Vec<Option<Result<GenerateResponse, LlmError>>> =
             reqs.iter().map(|_| None).collect();
-        let mut live: Vec<Live> = Vec::new();
+        let mut live = Vec::new();
         for (i, req) in reqs.iter().enumerate() {
-            let started = self.begin(req).and_then(|b| match b {
-                Begun::Done(resp) => Ok(Err(resp)),
-                Begun::Prompt(ids, mut answer) => {
-                    let kv = self.prefill_apart(&ids, &mut answer, &live)?;
-                    Ok(Ok(Live {
-                        index: i,
-                        answer: *answer,
-                        kv,
-                        tokens: ids,
-                    }))
-                }
-            });
-            match started {
-                Ok(Ok(l)) => live.push(l),
-                Ok(Err(resp)) => results[i] = Some(Ok(resp)),
-                Err(e) => results[i] = Some(Err(e)),
+            if let Some((i, result)) = self.admit(&mut live, req, i) {
+                results[i] = Some(result);
             }
         }
-        let start = Instant::now();
-        let mut last: Option<(KvCache, Vec<u32>)> = None;
         while !live.is_empty() {
-            let mut fed = Vec::with_capacity(live.len());
-            let mut j = 0;
-            while j < live.len() {
-                match self.choose(&mut live[j].answer) {
-                    Step::Feed(tok) => {
-                        fed.push(tok);
-                        j += 1;
-                    }
-                    Step::Done(end) => {
-                        let l = live.remove(j);
-                        results[l.index] = Some(Ok(l.answer.finish(end, start)));
-                        last = Some((l.kv, l.tokens));
-                    }
-                }
-            }
-            if let Err(e) = self.step(&mut live, &fed) {
-                let message = e.to_string();
-                for l in live.drain(..) {
-                    results[l.index] = Some(Err(LlmError::Inference(candle_core::Error::Msg(
-                        message.clone(),
-                    ))));
-                }
-            }
-        }
-        // The last answer finished becomes the prefix cache, as after a `generate` call.
-        if let Some((mut kv, tokens)) = last {
-            self.model.swap_kv(&mut kv);
-            self.cached = tokens;
-            if let Err(e) = self.keep_within_limit() {
-                eprintln!("warning: the prefix cache could not be shrunk ({e}); cleared");
-                self.clear_cache();
+            for (i, result) in self.advance(&mut live) {
+                results[i] = Some(result);
             }
         }
         results
@@ -649,9 +605,77 @@ impl CandleLlm {
             .collect()
     }
 
+    /// Starts answering `req` beside the answers in `live`: its prompt is computed now, on its
+    /// own, and it decodes with them from the next [`CandleLlm::advance`]. Returns the result
+    /// of a request that needs no decoding (refused, or answered without the model).
+    pub(super) fn admit<T>(
+        &mut self,
+        live: &mut Vec<Live<T>>,
+        req: &GenerateRequest,
+        tag: T,
+    ) -> Option<(T, Result<GenerateResponse, LlmError>)> {
+        let begun = match self.begin(req) {
+            Ok(Begun::Prompt(ids, answer)) => (ids, answer),
+            Ok(Begun::Done(resp)) => return Some((tag, Ok(resp))),
+            Err(e) => return Some((tag, Err(e))),
+        };
+        let (ids, mut answer) = begun;
+        match self.prefill_apart(&ids, &mut answer, live) {
+            Ok(kv) => {
+                answer.decode_start = Instant::now();
+                live.push(Live {
+                    tag,
+                    answer: *answer,
+                    kv,
+                    tokens: ids,
+                });
+                None
+            }
+            Err(e) => Some((tag, Err(e))),
+        }
+    }
+
+    /// One decode step of the answers in `live`; those that end leave it, with their results.
+    /// The keys and values of an answer that ends become the prefix cache, as after a
+    /// `generate` call. An inference error ends every answer in flight.
+    pub(super) fn advance<T>(
+        &mut self,
+        live: &mut Vec<Live<T>>,
+    ) -> Vec<(T, Result<GenerateResponse, LlmError>)> {
+        let mut done = Vec::new();
+        let mut fed = Vec::with_capacity(live.len());
+        let mut j = 0;
+        while j < live.len() {
+            match self.choose(&mut live[j].answer) {
+                Step::Feed(tok) => {
+                    fed.push(tok);
+                    j += 1;
+                }
+                Step::Done(end) => {
+                    let mut l = live.remove(j);
+                    done.push((l.tag, Ok(l.answer.finish(end))));
+                    self.model.swap_kv(&mut l.kv);
+                    self.cached = l.tokens;
+                    if let Err(e) = self.keep_within_limit() {
+                        eprintln!("warning: the prefix cache could not be shrunk ({e}); cleared");
+                        self.clear_cache();
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.step(live, &fed) {
+            let message = e.to_string();
+            for l in live.drain(..) {
+                let e = candle_core::Error::Msg(message.clone());
+                done.push((l.tag, Err(LlmError::Inference(e))));
+            }
+        }
+        done
+    }
+
     /// One decode step of the live answers: `tokens[i]` extends `live[i]`, in passes of at
     /// most [`EXACT_ROWS`] sequences.
-    fn step(&mut self, live: &mut [Live], tokens: &[u32]) -> Result<(), LlmError> {
+    fn step<T>(&mut self, live: &mut [Live<T>], tokens: &[u32]) -> Result<(), LlmError> {
         for (chunk, toks) in live.chunks_mut(EXACT_ROWS).zip(tokens.chunks(EXACT_ROWS)) {
             let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|l| &mut l.kv).collect();
             let rows: Vec<Vec<f32>> = self.model.forward_batch(&mut caches, toks)?.to_vec2()?;
@@ -665,8 +689,8 @@ impl CandleLlm {
 }
 
 /// One answer being decoded: its request, constraint state, text and accounting.
-struct Answer<'r> {
-    req: &'r GenerateRequest,
+struct Answer {
+    req: GenerateRequest,
     matcher: Option<Matcher>,
     out: Vec<u8>,
     resp: GenerateResponse,
@@ -675,12 +699,14 @@ struct Answer<'r> {
     rng: StdRng,
     /// The model's logits for the next token.
     logits: Vec<f32>,
+    /// When decoding began (the prompt computed).
+    decode_start: Instant,
 }
 
-impl Answer<'_> {
-    /// The response, decode time counted from `decode_start`.
-    fn finish(mut self, finish: FinishReason, decode_start: Instant) -> GenerateResponse {
-        self.resp.decode_ms = decode_start.elapsed().as_secs_f64() * 1e3;
+impl Answer {
+    /// The response, with its decode time.
+    fn finish(mut self, finish: FinishReason) -> GenerateResponse {
+        self.resp.decode_ms = self.decode_start.elapsed().as_secs_f64() * 1e3;
         self.resp.generated_tokens = self.resp.tokens.len();
         self.resp.finish_reason = finish;
         self.resp.text = String::from_utf8_lossy(&self.out).into_owned();
@@ -688,11 +714,11 @@ impl Answer<'_> {
     }
 }
 
-enum Begun<'r> {
+enum Begun {
     /// Answered without the model.
     Done(GenerateResponse),
     /// The prompt's tokens and the answer to decode.
-    Prompt(Vec<u32>, Box<Answer<'r>>),
+    Prompt(Vec<u32>, Box<Answer>),
 }
 
 enum Step {
@@ -700,10 +726,11 @@ enum Step {
     Done(FinishReason),
 }
 
-/// An answer of a batch in flight, with its own keys and values and the tokens they hold.
-struct Live<'r> {
-    index: usize,
-    answer: Answer<'r>,
+/// An answer of a batch in flight, with its own keys and values and the tokens they hold;
+/// `tag` tells whose it is.
+pub(super) struct Live<T> {
+    tag: T,
+    answer: Answer,
     kv: KvCache,
     tokens: Vec<u32>,
 }

@@ -21,12 +21,14 @@ mod load;
 mod quantized;
 pub mod qwen;
 mod sample;
+mod shared;
 mod token_bytes;
 
 pub use chat::{chatml, fim_prompt, Message, Role};
 pub use constraint::{Constraint, IdentPattern, Matcher};
 pub use engine::{CandleLlm, LlmOptions, Speculation};
 pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
+pub use shared::SharedLlm;
 pub use token_bytes::TokenBytes;
 
 use std::path::PathBuf;

@@ -1,0 +1,153 @@
+//! One engine for several threads: [`SharedLlm::spawn`] moves a [`CandleLlm`] onto a thread
+//! of its own, and each clone of the handle is an [`Llm`]. The engine decodes the answers of
+//! every caller together (continuous batching: an answer joins between two decode steps,
+//! after its prompt is computed, and leaves when it ends), so concurrent pipelines share each
+//! pass over the weights.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+use super::engine::{CandleLlm, Live};
+use super::{GenerateRequest, GenerateResponse, Llm, LlmError, Prompt};
+
+type Answers = Vec<Result<GenerateResponse, LlmError>>;
+
+enum Job {
+    Generate(Vec<GenerateRequest>, Sender<Answers>),
+    Count(Prompt, Sender<Result<usize, LlmError>>),
+}
+
+/// A handle on an engine running on its own thread; the thread ends with the last handle.
+#[derive(Clone)]
+pub struct SharedLlm {
+    jobs: Sender<Job>,
+    name: String,
+    window: usize,
+}
+
+impl std::fmt::Debug for SharedLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedLlm")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl SharedLlm {
+    pub fn spawn(llm: CandleLlm) -> Self {
+        let (jobs, rx) = mpsc::channel();
+        let name = llm.name().to_string();
+        let window = llm.context_window();
+        std::thread::Builder::new()
+            .name("repohop-engine".into())
+            .spawn(move || serve(llm, rx))
+            .expect("the engine thread starts");
+        Self { jobs, name, window }
+    }
+
+    fn stopped() -> LlmError {
+        LlmError::InvalidRequest("the shared engine has stopped".into())
+    }
+}
+
+impl Llm for SharedLlm {
+    fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
+        self.generate_batch(std::slice::from_ref(request))
+            .pop()
+            .unwrap_or_else(|| Err(Self::stopped()))
+    }
+
+    fn generate_batch(&mut self, requests: &[GenerateRequest]) -> Answers {
+        let (tx, rx) = mpsc::channel();
+        let sent = self.jobs.send(Job::Generate(requests.to_vec(), tx));
+        match sent.ok().and_then(|_| rx.recv().ok()) {
+            Some(answers) => answers,
+            None => requests.iter().map(|_| Err(Self::stopped())).collect(),
+        }
+    }
+
+    fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .send(Job::Count(prompt.clone(), tx))
+            .map_err(|_| Self::stopped())?;
+        rx.recv().map_err(|_| Self::stopped())?
+    }
+
+    fn context_window(&self) -> usize {
+        self.window
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A caller's requests in flight: their results so far, and where to send them.
+struct Pending {
+    results: Vec<Option<Result<GenerateResponse, LlmError>>>,
+    reply: Sender<Answers>,
+}
+
+/// The engine thread: takes jobs between decode steps (waiting for one when nothing is in
+/// flight) until every handle is gone.
+fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
+    let mut live: Vec<Live<(u64, usize)>> = Vec::new();
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
+    let mut next_id = 0u64;
+    loop {
+        let job = if live.is_empty() {
+            match jobs.recv() {
+                Ok(job) => Some(job),
+                Err(_) => return,
+            }
+        } else {
+            jobs.try_recv().ok()
+        };
+        match job {
+            Some(Job::Count(prompt, reply)) => {
+                let _ = reply.send(llm.count_tokens(&prompt));
+            }
+            Some(Job::Generate(requests, reply)) => {
+                let id = next_id;
+                next_id += 1;
+                let results = requests.iter().map(|_| None).collect();
+                pending.insert(id, Pending { results, reply });
+                let mut ended = Vec::new();
+                for (i, req) in requests.iter().enumerate() {
+                    if let Some(result) = llm.admit(&mut live, req, (id, i)) {
+                        ended.push(result);
+                    }
+                }
+                record(&mut pending, ended, id);
+            }
+            // Nothing new: one decode step of everything in flight.
+            None => {
+                for ((id, i), result) in llm.advance(&mut live) {
+                    record(&mut pending, vec![((id, i), result)], id);
+                }
+            }
+        }
+    }
+}
+
+/// Records the results of job `id`'s requests, and answers its caller once all have ended.
+fn record(
+    pending: &mut HashMap<u64, Pending>,
+    ended: Vec<((u64, usize), Result<GenerateResponse, LlmError>)>,
+    id: u64,
+) {
+    let Some(p) = pending.get_mut(&id) else {
+        return;
+    };
+    for ((_, i), result) in ended {
+        if let Some(slot) = p.results.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    if p.results.iter().all(Option::is_some) {
+        if let Some(p) = pending.remove(&id) {
+            let _ = p.reply.send(p.results.into_iter().flatten().collect());
+        }
+    }
+}
