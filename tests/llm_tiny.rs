@@ -392,7 +392,13 @@ fn threads_sharing_one_engine_get_their_own_answers() {
         .iter()
         .map(|r| engine("qwen2").generate(r).unwrap().tokens)
         .collect();
-    let shared = SharedLlm::spawn(engine("qwen2"));
+    // Every prompt computed whole: which request reuses whose prefix depends on timing.
+    let whole = LlmOptions {
+        prefix_reuse: false,
+        ..LlmOptions::default()
+    };
+    let shared =
+        SharedLlm::spawn(CandleLlm::load(fixture("qwen2").to_str().unwrap(), &whole).unwrap());
     assert_eq!(
         shared.count_tokens(&reqs[0].prompt).unwrap(),
         engine("qwen2").count_tokens(&reqs[0].prompt).unwrap()

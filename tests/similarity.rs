@@ -218,3 +218,81 @@ fn generate_writes_a_new_function_from_a_signature_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a parsed source file"));
 }
+
+/// `generate --targets`: a JSON line per target; run two at a time on one engine, the same
+/// functions as one after another. A bad line is refused before any model loads.
+#[test]
+fn many_targets_give_one_line_each_and_the_same_functions_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let targets = tmp.path().join("targets.jsonl");
+    std::fs::write(
+        &targets,
+        "{\"target\": \"fspath.path.parts\"}\n\
+         \n\
+         {\"target\": \"fspath.path.join\"}\n\
+         {\"signature\": \"def depth(path):\\n    \\\"\\\"\\\"How many components the path has.\\\"\\\"\\\"\\n\", \"file\": \"fspath/path.py\"}\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args(["generate", "--repo"])
+            .arg(fixture_root())
+            .arg("--targets")
+            .arg(&targets)
+            .args(["--method", "direct", "--no-grounding", "--max-tokens", "96"])
+            // Prompts computed whole: what one reuses from another depends on timing.
+            .arg("--no-prefix-reuse")
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines.sort_by_key(|v| v["line"].as_u64());
+        lines
+    };
+    let one = run(&[]);
+    assert_eq!(
+        one.iter()
+            .map(|v| v["line"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 3, 4]
+    );
+    assert!(one[0]["function"]
+        .as_str()
+        .unwrap()
+        .starts_with("def parts(path)"));
+    assert!(one[2]["function"]
+        .as_str()
+        .unwrap()
+        .starts_with("def depth(path)"));
+    let two = run(&["--concurrency", "2"]);
+    let functions = |v: &[serde_json::Value]| -> Vec<String> {
+        v.iter()
+            .map(|x| x["function"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(functions(&two), functions(&one));
+
+    std::fs::write(
+        &targets,
+        "{\"target\": \"fspath.path.parts\"}\n{\"file\": \"x.py\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["generate", "--repo"])
+        .arg(fixture_root())
+        .arg("--targets")
+        .arg(&targets)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("line 2: give either"), "{stderr}");
+}

@@ -74,6 +74,10 @@ pub struct EvalArgs {
     /// shared engine (prompts are still computed one at a time).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// Compute every prompt whole instead of reusing the prefix computed for an earlier call:
+    /// slower, but each completion is bit for bit the same whatever ran before or beside it.
+    #[arg(long)]
+    no_prefix_reuse: bool,
     /// Only the first N tasks (of the shard).
     #[arg(long)]
     limit: Option<usize>,
@@ -259,7 +263,7 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         (None, Some(m)) => {
             let mut settings = settings(&args, &out.join("vectors"));
             if args.concurrency > 1 && pipelines::generates(m) {
-                let llm = CandleLlm::load(&args.model, &LlmOptions::default())
+                let llm = CandleLlm::load(&args.model, &settings.llm_options())
                     .with_context(|| format!("cannot load generator model {}", args.model))?;
                 settings.engine = Some(SharedLlm::spawn(llm));
             }
@@ -534,6 +538,7 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
         paper_walk: args.paper_walk,
         grounding: !args.no_grounding,
         samples: args.samples,
+        prefix_reuse: !args.no_prefix_reuse,
         ..pipelines::Settings::new(&args.model, vectors_dir)
     }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use repohop::generate::{GenerateOptions, Target};
-use repohop::llm::{FinishReason, LlmOptions};
+use repohop::llm::{FinishReason, LlmOptions, SharedLlm};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::write::{write_function, Placement, WriteOptions};
@@ -30,12 +30,17 @@ pub struct GenerateArgs {
     /// The function to regenerate: `path/to/file.py::Class.method` or a dotted name.
     #[arg(
         long,
-        required_unless_present = "signature_file",
-        conflicts_with = "signature_file"
+        required_unless_present_any = ["signature_file", "targets"],
+        conflicts_with_all = ["signature_file", "targets"]
     )]
     pub target: Option<String>,
     /// A new function: its signature (and docstring or Javadoc) in this file...
-    #[arg(long, value_name = "FILE", requires = "file")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "file",
+        conflicts_with = "targets"
+    )]
     pub signature_file: Option<PathBuf>,
     /// ...written for this repository file (`--write` appends it there).
     #[arg(long, value_name = "PATH", requires = "signature_file")]
@@ -103,10 +108,26 @@ pub struct GenerateArgs {
     /// Print the whole run as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Many targets: a JSONL file, one per line, `{"target": "path.py::Class.method"}` or
+    /// `{"signature": "def f(x):...", "file": "path.py"}`. Each result is printed as one JSON
+    /// line as it finishes (with its line number); nothing is written to the repository.
+    #[arg(long, value_name = "FILE", conflicts_with = "write")]
+    pub targets: Option<PathBuf>,
+    /// With --targets: targets generated at the same time, their LLM calls decoded together
+    /// by one engine.
+    #[arg(long, default_value_t = 1, requires = "targets")]
+    pub concurrency: usize,
+    /// Compute every prompt whole instead of reusing the prefix computed for an earlier call:
+    /// slower, but each function is bit for bit the same whatever ran before or beside it.
+    #[arg(long)]
+    pub no_prefix_reuse: bool,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     let repo = args.repo.open()?;
+    if let Some(file) = &args.targets {
+        return super::generate_many::run(&args, &repo, file);
+    }
     let (target, id) = match (&args.target, &args.signature_file, &args.file) {
         (Some(t), _, _) => {
             let id = resolve_target(&repo, t)?;
@@ -115,47 +136,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
         (None, Some(signature), Some(file)) => (new_target(&repo, signature, file)?, None),
         _ => bail!("give --target, or --signature-file with --file"),
     };
-    let similarity = match args.sparse {
-        Some(Sparse::Bm25) => Similarity::Bm25,
-        None => Similarity::Dense,
-    };
-
+    let similarity = similarity(&args);
     let view = MaskedView::new(&repo, id, false);
-    let opts = PipelineOptions {
-        method: args.method,
-        similarity,
-        dy: DyOptions {
-            max_hop: args.max_hop,
-            multihop: !args.no_multihop,
-            top_k: args.top_rel,
-            expand: if args.paper_walk {
-                ExpandMode::Llm
-            } else {
-                args.expand
-            },
-            anchored: !args.paper_walk,
-            ..DyOptions::default()
-        },
-        top_sim: args.top_sim,
-        local: !args.no_local,
-        grounding: !args.no_grounding,
-        samples: args.samples,
-        generation: GenerateOptions {
-            prompt_budget: args.prompt_budget,
-            local_budget: args.local_budget,
-            max_new_tokens: args.max_tokens,
-            ..GenerateOptions::default()
-        },
-    };
-    let mut session = Session::load(SessionOptions {
-        model: args.model.clone(),
-        llm: LlmOptions::default(),
-        engine: None,
-        embed_model: args.embed.embed_model.clone(),
-        embed_device: args.embed.device.clone(),
-        vectors: VectorPlace::Repository,
-        pipeline: opts,
-    })?;
+    let mut session = Session::load(session_options(&args, None))?;
     let load_s = session.load_s;
     let SessionRun {
         run,
@@ -313,8 +296,61 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
 }
 
-/// The target of `--signature-file S --file F`: F must be a parsed file of the repository.
-fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target> {
+pub(super) fn similarity(args: &GenerateArgs) -> Similarity {
+    match args.sparse {
+        Some(Sparse::Bm25) => Similarity::Bm25,
+        None => Similarity::Dense,
+    }
+}
+
+pub(super) fn llm_options(args: &GenerateArgs) -> LlmOptions {
+    LlmOptions {
+        prefix_reuse: !args.no_prefix_reuse,
+        ..LlmOptions::default()
+    }
+}
+
+/// The session the options describe, on `engine` when one is shared.
+pub(super) fn session_options(args: &GenerateArgs, engine: Option<SharedLlm>) -> SessionOptions {
+    let pipeline = PipelineOptions {
+        method: args.method,
+        similarity: similarity(args),
+        dy: DyOptions {
+            max_hop: args.max_hop,
+            multihop: !args.no_multihop,
+            top_k: args.top_rel,
+            expand: if args.paper_walk {
+                ExpandMode::Llm
+            } else {
+                args.expand
+            },
+            anchored: !args.paper_walk,
+            ..DyOptions::default()
+        },
+        top_sim: args.top_sim,
+        local: !args.no_local,
+        grounding: !args.no_grounding,
+        samples: args.samples,
+        generation: GenerateOptions {
+            prompt_budget: args.prompt_budget,
+            local_budget: args.local_budget,
+            max_new_tokens: args.max_tokens,
+            ..GenerateOptions::default()
+        },
+    };
+    SessionOptions {
+        model: args.model.clone(),
+        llm: llm_options(args),
+        engine,
+        embed_model: args.embed.embed_model.clone(),
+        embed_device: args.embed.device.clone(),
+        vectors: VectorPlace::Repository,
+        pipeline,
+    }
+}
+
+/// A new function from its signature `text`, for `file`: a parsed file of the repository.
+pub(super) fn new_target_text(repo: &Repository, file: &str, text: &str) -> Result<Target> {
     let parsed = repo
         .file_id(file)
         .is_some_and(|id| repo.file(id).text.is_some());
@@ -324,7 +360,12 @@ fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target>
             repo.root().display()
         );
     }
+    Ok(Target::from_signature(file, text)?)
+}
+
+/// The target of `--signature-file S --file F`: F must be a parsed file of the repository.
+fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target> {
     let text = std::fs::read_to_string(signature)
         .with_context(|| format!("cannot read {}", signature.display()))?;
-    Ok(Target::from_signature(file, &text)?)
+    new_target_text(repo, file, &text)
 }

@@ -8,6 +8,7 @@ pub mod check;
 pub mod complete;
 pub mod eval;
 pub mod generate;
+pub mod generate_many;
 pub mod llm;
 pub mod measure;
 pub mod models;

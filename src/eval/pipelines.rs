@@ -59,6 +59,8 @@ pub struct Settings {
     pub vectors_dir: PathBuf,
     /// An engine shared by several pipelines running at once (instead of loading `model`).
     pub engine: Option<SharedLlm>,
+    /// Reuse computed prompt prefixes (see [`LlmOptions::prefix_reuse`]).
+    pub prefix_reuse: bool,
 }
 
 impl Settings {
@@ -74,6 +76,15 @@ impl Settings {
             embed_device: "cpu".to_string(),
             vectors_dir: vectors_dir.to_path_buf(),
             engine: None,
+            prefix_reuse: true,
+        }
+    }
+
+    /// The engine options these settings ask for.
+    pub fn llm_options(&self) -> LlmOptions {
+        LlmOptions {
+            prefix_reuse: self.prefix_reuse,
+            ..LlmOptions::default()
         }
     }
 
@@ -150,7 +161,7 @@ impl Pipeline {
     ) -> Result<Self, MethodError> {
         let session = Session::load(SessionOptions {
             model: settings.model.clone(),
-            llm: LlmOptions::default(),
+            llm: settings.llm_options(),
             engine: settings.engine.clone(),
             embed_model: settings.embed_model.clone(),
             embed_device: settings.embed_device.clone(),

@@ -28,6 +28,11 @@ pub struct LlmOptions {
     /// Memory the prefix KV cache may keep between calls (default 512 MiB: about 9,000
     /// tokens of Qwen2.5-1.5B). A longer sequence is cut to its first tokens after the call.
     pub kv_cache_bytes: usize,
+    /// Reuse the keys and values of a prompt prefix computed before (by an earlier call or
+    /// another answer in flight). Off: every prompt is computed whole, so an answer does not
+    /// depend on what ran before it or beside it, bit for bit (reproducible batch runs), at
+    /// the cost of recomputing shared prefixes.
+    pub prefix_reuse: bool,
     /// Speculative decoding from the prompt for greedy, unconstrained calls (`None`: off).
     /// Used only where the model's several-token pass is exact ([`QwenModel::rows_exact`]),
     /// so the answer is the one plain decoding gives, token for token.
@@ -38,6 +43,7 @@ impl Default for LlmOptions {
     fn default() -> Self {
         Self {
             kv_cache_bytes: 512 << 20,
+            prefix_reuse: true,
             speculation: Some(Speculation::default()),
         }
     }
@@ -70,6 +76,7 @@ pub struct CandleLlm {
     /// Tokens whose keys and values the model holds, in order.
     cached: Vec<u32>,
     cache_limit_tokens: usize,
+    prefix_reuse: bool,
     speculation: Option<Speculation>,
 }
 
@@ -204,6 +211,7 @@ impl CandleLlm {
             token_bytes,
             cached: Vec::new(),
             cache_limit_tokens,
+            prefix_reuse: options.prefix_reuse,
         })
     }
 
@@ -460,7 +468,11 @@ impl CandleLlm {
     /// answer's first logits and prefill accounting.
     fn prefill(&mut self, ids: &[u32], a: &mut Answer) -> Result<(), LlmError> {
         let start = Instant::now();
-        let reuse = common_prefix(&self.cached, ids).min(ids.len() - 1);
+        let reuse = if self.prefix_reuse {
+            common_prefix(&self.cached, ids).min(ids.len() - 1)
+        } else {
+            0
+        };
         self.model.truncate_kv(reuse);
         self.cached.truncate(reuse);
         let logits = self.model.forward(&ids[reuse..], false)?;
@@ -487,7 +499,10 @@ impl CandleLlm {
             .map(|l| (common_prefix(&l.tokens, ids), l))
             .filter(|&(n, _)| n > own)
             .max_by_key(|&(n, _)| n);
-        let reuse = donor.map_or(own, |(n, _)| n).min(ids.len() - 1);
+        let reuse = match self.prefix_reuse {
+            true => donor.map_or(own, |(n, _)| n).min(ids.len() - 1),
+            false => 0,
+        };
         let mut kv = match donor {
             Some((_, l)) => l.kv.copy_prefix(reuse)?,
             None => self.model.copy_kv_prefix(reuse)?,
