@@ -201,7 +201,7 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
         .filter(|p| p.kind == ProblemKind::SelfRecursion)
     {
         out.push_str(&format!(
-            "Your {what} only calls `{}` itself with its own arguments: it would recurse forever. \
+            "Your {what} calls `{}` itself before it can return: it would recurse forever. \
              Implement what the {what} has to do instead.\n",
             p.name
         ));
@@ -392,6 +392,9 @@ struct Binder<'s> {
     wildcard: bool,
     /// Nesting depth of the walk (deeper nodes are not looked at).
     depth: usize,
+    /// Functions defined inside, when their scopes are looked at on their own (their names
+    /// are bound here; their parameters and locals are not).
+    nested: Option<Vec<Node<'s>>>,
 }
 
 impl<'s> Binder<'s> {
@@ -467,7 +470,7 @@ impl<'s> Binder<'s> {
         }
     }
 
-    fn walk(&mut self, node: Node) {
+    fn walk(&mut self, node: Node<'s>) {
         if self.depth > MAX_NODE_DEPTH {
             return;
         }
@@ -476,13 +479,17 @@ impl<'s> Binder<'s> {
         self.depth -= 1;
     }
 
-    fn walk_node(&mut self, node: Node) {
+    fn walk_node(&mut self, node: Node<'s>) {
         match node.kind() {
             "function_definition" => {
                 if let Some(n) = node.child_by_field_name("name") {
                     self.bind(text(self.src, n));
                 }
                 if self.top_level {
+                    return;
+                }
+                if let Some(nested) = &mut self.nested {
+                    nested.push(node);
                     return;
                 }
                 if let Some(p) = node.child_by_field_name("parameters") {
@@ -649,6 +656,93 @@ const TOP_LEVEL_KINDS: &[&str] = &[
     "nonlocal_statement",
 ];
 
+/// What a function leaves unbound and how it uses `self`, its nested functions included.
+#[derive(Default)]
+struct ScopeUses {
+    /// Names read where neither their function nor the functions around it bind them, in
+    /// first-use order.
+    free: Vec<String>,
+    /// Every name the function and its nested functions bind (for suggestions).
+    bound: HashSet<String>,
+    attrs: Vec<String>,
+    self_assigned: HashSet<String>,
+    dynamic_attrs: bool,
+}
+
+/// Adds `def`'s scope to `acc`: the names it reads that neither it nor `outer` (the scopes
+/// around it) binds. A function defined inside is a scope of its own, which sees this one's
+/// names (Python's closures), while this one does not see its parameters and locals.
+fn scope_uses<'s>(
+    src: &'s str,
+    def: Node<'s>,
+    self_name: Option<&str>,
+    self_visible: bool,
+    outer: &HashSet<String>,
+    acc: &mut ScopeUses,
+    depth: usize,
+) {
+    if depth > MAX_NODE_DEPTH {
+        return;
+    }
+    let params = def.child_by_field_name("parameters");
+    let body = def.child_by_field_name("body");
+    let mut binder = Binder::new(src, self_name.map(str::to_string), false);
+    binder.nested = Some(Vec::new());
+    if let Some(p) = params {
+        binder.params(p);
+    }
+    if let Some(b) = body {
+        binder.walk(b);
+    }
+    let mut uses = Uses {
+        src,
+        self_name,
+        stores: &binder.stores,
+        names: Vec::new(),
+        attrs: Vec::new(),
+        dynamic_attrs: false,
+        depth: 0,
+    };
+    if depth == 0 {
+        // The outermost function's defaults are evaluated around it (a nested one's by its
+        // enclosing function, walked there).
+        if let Some(p) = params {
+            uses.defaults(p, false);
+        }
+    }
+    if let Some(b) = body {
+        uses.walk(b, self_visible);
+    }
+    let mut chain = outer.clone();
+    chain.extend(binder.bound.iter().cloned());
+    for name in &uses.names {
+        if !chain.contains(name) {
+            Uses::record(&mut acc.free, name);
+        }
+    }
+    for attr in &uses.attrs {
+        Uses::record(&mut acc.attrs, attr);
+    }
+    acc.dynamic_attrs |= uses.dynamic_attrs;
+    acc.self_assigned
+        .extend(binder.self_assigned.iter().cloned());
+    acc.bound.extend(binder.bound.iter().cloned());
+    let shadows = |p: Node| {
+        self_name.is_some_and(|me| {
+            param_names(src, p)
+                .iter()
+                .any(|n| n.trim_start_matches('*') == me)
+        })
+    };
+    for nested in binder.nested.take().unwrap_or_default() {
+        let visible = self_visible
+            && !nested
+                .child_by_field_name("parameters")
+                .is_some_and(shadows);
+        scope_uses(src, nested, self_name, visible, &chain, acc, depth + 1);
+    }
+}
+
 /// Collects the names a function body reads and its `self.x` reads.
 struct Uses<'s, 'b> {
     src: &'s str,
@@ -747,16 +841,13 @@ impl Uses<'_, '_> {
                 }
             }
             "function_definition" => {
-                let params = node.child_by_field_name("parameters");
-                let shadows = params.is_some_and(|p| self.rebinds_self(p));
+                // Its body is a scope of its own ([`scope_uses`]); the decorators and defaults
+                // are evaluated here.
                 for d in decorators_of(node) {
                     self.walk(d, self_visible);
                 }
-                if let Some(p) = params {
+                if let Some(p) = node.child_by_field_name("parameters") {
                     self.defaults(p, self_visible);
-                }
-                if let Some(b) = node.child_by_field_name("body") {
-                    self.walk(b, self_visible && !shadows);
                 }
             }
             "lambda" => {
@@ -1258,29 +1349,17 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         None
     };
 
-    // What the function binds, and what it reads.
-    let mut binder = Binder::new(src, self_name.clone(), false);
-    if let Some(p) = params_node {
-        binder.params(p);
-    }
-    if let Some(body) = def.child_by_field_name("body") {
-        binder.walk(body);
-    }
-    let mut uses = Uses {
+    // What the function and the functions inside it bind, and what they read.
+    let mut scopes = ScopeUses::default();
+    scope_uses(
         src,
-        self_name: self_name.as_deref(),
-        stores: &binder.stores,
-        names: Vec::new(),
-        attrs: Vec::new(),
-        dynamic_attrs: false,
-        depth: 0,
-    };
-    if let Some(p) = params_node {
-        uses.defaults(p, false);
-    }
-    if let Some(body) = def.child_by_field_name("body") {
-        uses.walk(body, true);
-    }
+        def,
+        self_name.as_deref(),
+        true,
+        &HashSet::new(),
+        &mut scopes,
+        0,
+    );
 
     // What the file and the enclosing scopes bind.
     let module = module_names(view, &target.path);
@@ -1295,10 +1374,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         outer.extend(enclosing_function_names(view, id));
     }
 
-    for name in &uses.names {
-        if binder.bound.contains(name) {
-            continue;
-        }
+    for name in &scopes.free {
         g.checked.push(name.clone());
         if outer.contains(name) || PY_BUILTINS.contains(&name.as_str()) || module.open {
             continue;
@@ -1306,7 +1382,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         let suggestions = name_suggestions(
             view,
             name,
-            &binder.bound,
+            &scopes.bound,
             &outer,
             class.as_ref(),
             self_name.as_deref(),
@@ -1326,19 +1402,19 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
             .filter(|a| !(a.starts_with("__") && a.ends_with("__")))
             .cloned()
             .collect();
-        for attr in &uses.attrs {
+        for attr in &scopes.attrs {
             g.checked.push(format!("{me}.{attr}"));
             let Some(attrs) = &c.attrs else { continue };
-            if uses.dynamic_attrs
+            if scopes.dynamic_attrs
                 || attrs.contains(attr)
-                || binder.self_assigned.contains(attr)
+                || scopes.self_assigned.contains(attr)
                 || *attr == target.name
                 || (attr.starts_with("__") && attr.ends_with("__"))
             {
                 continue;
             }
             let mut pool: Vec<&str> = attrs.iter().map(String::as_str).collect();
-            pool.extend(binder.self_assigned.iter().map(String::as_str));
+            pool.extend(scopes.self_assigned.iter().map(String::as_str));
             g.problems.push(Problem {
                 kind: ProblemKind::MissingAttribute,
                 name: attr.clone(),
@@ -1353,7 +1429,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         target,
         &params,
         self_name.as_deref(),
-        class.is_some(),
+        class.as_ref().map(|c| c.name.as_str()),
     ) {
         g.problems.push(p);
     }
@@ -1473,89 +1549,160 @@ fn close_names(name: &str, pool: Vec<&str>) -> Vec<String> {
         .collect()
 }
 
-/// A body that is only `return f(args)` / `f(args)` (or `self.f(...)`) with the function's own
-/// parameters in order.
+/// A call of the target itself that every call of it reaches, so that it recurses forever:
+/// one of the body's top-level statements, before any statement that may return or raise,
+/// calls it (by its name; a method through its instance parameter, `cls` or its class) or, for
+/// a property, reads it through the instance. Calls under a condition (`if`, `and`/`or`, a
+/// conditional expression, a comprehension, a lambda) don't count. Generators and coroutines
+/// are left alone: calling one runs none of its body.
 fn self_recursion(
     src: &str,
     def: Node,
     target: &Target,
     params: &[String],
     self_name: Option<&str>,
-    is_method: bool,
+    class_name: Option<&str>,
 ) -> Option<Problem> {
     let body = def.child_by_field_name("body")?;
-    let stmts: Vec<Node> = named_children(body)
-        .into_iter()
-        .filter(|s| s.kind() != "comment" && s.kind() != "pass_statement")
-        .enumerate()
-        .filter(|(i, s)| !(*i == 0 && is_docstring(*s)))
-        .map(|(_, s)| s)
-        .collect();
-    let [stmt] = stmts.as_slice() else {
-        return None;
-    };
-    let expr = match stmt.kind() {
-        "return_statement" | "expression_statement" => stmt.named_child(0)?,
-        _ => return None,
-    };
-    let expr = if expr.kind() == "await" {
-        expr.named_child(0)?
-    } else {
-        expr
-    };
-    if expr.kind() != "call" {
+    let is_async = text(src, def).trim_start().starts_with("async");
+    if is_async || contains_kind(body, &["yield"]) {
         return None;
     }
-    let callee = expr.child_by_field_name("function")?;
-    // Which parameters the call must pass: all for a plain call, all but the first through
-    // `self.` (the instance parameter, or `self` / `cls` when the class is unknown).
-    let expected: &[String] = match callee.kind() {
-        "identifier" if !is_method && text(src, callee) == target.name => params,
-        "attribute" => {
-            let object = callee.child_by_field_name("object")?;
-            let attr = callee.child_by_field_name("attribute")?;
-            let me = text(src, object);
-            let is_self = match self_name {
-                Some(s) => me == s,
-                None => {
-                    !is_method
-                        && matches!(me, "self" | "cls")
-                        && params.first().is_some_and(|p| p == me)
-                }
-            };
-            if object.kind() != "identifier" || !is_self || text(src, attr) != target.name {
-                return None;
-            }
-            params.get(1..)?
+    let property = decorators_of(def)
+        .iter()
+        .any(|d| text(src, *d).trim_start_matches('@').trim() == "property")
+        || target.signature.lines().any(|l| l.trim() == "@property");
+    // Who `x.name(...)` must be called on to be this function.
+    let mut receivers: Vec<&str> = Vec::new();
+    if let Some(class) = class_name {
+        receivers.push(class);
+        receivers.extend(self_name);
+        if params.first().is_some_and(|p| p == "cls") {
+            receivers.push("cls");
         }
-        _ => return None,
-    };
-    let args = expr.child_by_field_name("arguments")?;
-    if args.kind() != "argument_list" {
-        return None;
     }
-    let given: Vec<String> = named_children(args)
-        .into_iter()
-        .filter(|a| a.kind() != "comment")
-        .map(|a| match a.kind() {
-            "list_splat" => format!("*{}", a.named_child(0).map_or("", |n| text(src, n))),
-            "dictionary_splat" => format!("**{}", a.named_child(0).map_or("", |n| text(src, n))),
-            "keyword_argument" => {
-                let n = a.child_by_field_name("name").map_or("", |n| text(src, n));
-                let v = a.child_by_field_name("value").map_or("", |v| text(src, v));
-                if n == v {
-                    n.to_string()
-                } else {
-                    format!("{n}={v}")
+    let own = Own {
+        src,
+        name: &target.name,
+        plain: class_name.is_none(),
+        receivers: &receivers,
+        property_of: self_name.filter(|_| property),
+    };
+    for (i, stmt) in named_children(body).into_iter().enumerate() {
+        if stmt.kind() == "comment" || (i == 0 && is_docstring(stmt)) {
+            continue;
+        }
+        let simple = matches!(
+            stmt.kind(),
+            "expression_statement"
+                | "return_statement"
+                | "assignment"
+                | "augmented_assignment"
+                | "raise_statement"
+                | "assert_statement"
+                | "delete_statement"
+                | "pass_statement"
+        );
+        if simple && own.reached_in(stmt) {
+            return Some(Problem {
+                kind: ProblemKind::SelfRecursion,
+                name: target.name.clone(),
+                suggestions: Vec::new(),
+            });
+        }
+        let exits = matches!(stmt.kind(), "return_statement" | "raise_statement")
+            || (!simple && contains_kind(stmt, &["return_statement", "raise_statement"]));
+        if exits {
+            return None;
+        }
+    }
+    None
+}
+
+/// What a call of the function being checked looks like.
+struct Own<'a> {
+    src: &'a str,
+    name: &'a str,
+    /// A plain function: called by its bare name.
+    plain: bool,
+    /// A method: called as `r.name(...)` for one of these.
+    receivers: &'a [&'a str],
+    /// A property: read as `me.name`.
+    property_of: Option<&'a str>,
+}
+
+impl Own<'_> {
+    /// Whether evaluating `node` always calls (or reads) the function: found outside the
+    /// parts that may not run.
+    fn reached_in(&self, node: Node) -> bool {
+        match node.kind() {
+            "lambda"
+            | "conditional_expression"
+            | "list_comprehension"
+            | "set_comprehension"
+            | "dictionary_comprehension"
+            | "generator_expression"
+            | "function_definition"
+            | "class_definition" => return false,
+            // Only the left operand always runs.
+            "boolean_operator" => {
+                return node
+                    .child_by_field_name("left")
+                    .is_some_and(|l| self.reached_in(l))
+            }
+            "call" => {
+                if let Some(f) = node.child_by_field_name("function") {
+                    if self.is_own(f) {
+                        return true;
+                    }
                 }
             }
-            _ => text(src, a).to_string(),
-        })
-        .collect();
-    (given == expected).then(|| Problem {
-        kind: ProblemKind::SelfRecursion,
-        name: target.name.clone(),
-        suggestions: Vec::new(),
+            "attribute" => {
+                let object = node.child_by_field_name("object");
+                let attr = node.child_by_field_name("attribute");
+                if let (Some(me), Some(o), Some(a)) = (self.property_of, object, attr) {
+                    if o.kind() == "identifier"
+                        && text(self.src, o) == me
+                        && text(self.src, a) == self.name
+                    {
+                        return true;
+                    }
+                }
+            }
+            _ => {}
+        }
+        named_children(node).into_iter().any(|c| self.reached_in(c))
+    }
+
+    /// Whether `callee` names the function being checked.
+    fn is_own(&self, callee: Node) -> bool {
+        match callee.kind() {
+            "identifier" => self.plain && text(self.src, callee) == self.name,
+            "attribute" => {
+                let object = callee.child_by_field_name("object");
+                let attr = callee.child_by_field_name("attribute");
+                match (object, attr) {
+                    (Some(o), Some(a)) => {
+                        o.kind() == "identifier"
+                            && self.receivers.contains(&text(self.src, o))
+                            && text(self.src, a) == self.name
+                    }
+                    _ => false,
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Whether `node` holds a node of one of `kinds`, outside nested functions and classes.
+fn contains_kind(node: Node, kinds: &[&str]) -> bool {
+    named_children(node).into_iter().any(|c| {
+        kinds.contains(&c.kind())
+            || (!matches!(
+                c.kind(),
+                "function_definition" | "class_definition" | "lambda"
+            ) && contains_kind(c, kinds))
     })
 }
 
@@ -1978,7 +2125,7 @@ mod tests {
         let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/shapes.py", SHAPES_PY)]);
         let generated = "    def area(self):\n        self.tmp = 3\n        \
             return self.helper(self.w) + self.tmp + self.cache + self.SCALE + self._helper(1) \
-            + self.area() + self.__class__.__name__ + Box.SCALE\n";
+            + self.area + self.__class__.__name__ + Box.SCALE\n";
         let g = check_in(&repo, "pkg/shapes.py::Box.area", generated);
         assert_eq!(
             problems(&g),
@@ -2086,41 +2233,107 @@ mod tests {
         class Acc:\n    def add(self, x, y):\n        return x\n";
 
     #[test]
-    fn a_body_that_only_calls_itself_is_self_recursion() {
+    fn a_call_of_itself_that_every_call_reaches_is_self_recursion() {
         let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        let recursion = |target: &str, function: &str| -> bool {
+            let g = check_in(&repo, target, function);
+            let found = problems(&g)
+                .iter()
+                .any(|(k, _)| *k == ProblemKind::SelfRecursion);
+            assert!(
+                g.problems
+                    .iter()
+                    .all(|p| p.kind == ProblemKind::SelfRecursion),
+                "{g:#?}"
+            );
+            found
+        };
+        let total = |body: &str| format!("def total(items, *args, start=0, **kw):\n{body}");
+        // Its own arguments, other arguments, after other statements, inside an expression.
+        for body in [
+            "    \"\"\"Sum.\"\"\"\n    return total(items, *args, start=start, **kw)\n",
+            "    return total(items[1:], *args, start=start, **kw)\n",
+            "    rest = list(items)\n    if rest:\n        start += 1\n    return 1 + total(rest)\n",
+            "    n = len(items) + total(items)\n    return n\n",
+        ] {
+            assert!(recursion("pkg.util.total", &total(body)), "{body}");
+        }
+        // A base case before it, or the call only under a condition, a lambda or a
+        // comprehension; a generator runs nothing when called.
+        for body in [
+            "    if not items:\n        return start\n    return items[0] + total(items[1:])\n",
+            "    if not items:\n        raise ValueError(items)\n    return total(items[1:])\n",
+            "    return start if not items else total(items[1:])\n",
+            "    return items and total(items[1:])\n",
+            "    f = lambda: total(items)\n    return [total(i) for i in items]\n",
+            "    yield from total(items)\n",
+        ] {
+            assert!(!recursion("pkg.util.total", &total(body)), "{body}");
+        }
+        let add = |body: &str| format!("    def add(self, x, y):\n{body}");
+        for body in [
+            "        \"\"\"Add.\"\"\"\n        return self.add(x, y)\n",
+            "        return self.add(y, x)\n",
+            "        y = Acc.add(self, x, y)\n        return y\n",
+        ] {
+            assert!(recursion("pkg.util.Acc.add", &add(body)), "{body}");
+        }
+        for body in [
+            "        if x > y:\n            return self.add(y, x)\n        return x + y\n",
+            "        return x.add(x, y)\n",
+        ] {
+            assert!(!recursion("pkg.util.Acc.add", &add(body)), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_property_that_reads_itself_is_self_recursion() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            (
+                "pkg/buf.py",
+                "class Buf:\n    def __init__(self):\n        self.data = []\n\n    @property\n    \
+                 def size(self):\n        return len(self.data)\n",
+            ),
+        ]);
         let g = check_in(
             &repo,
-            "pkg.util.total",
-            "def total(items, *args, start=0, **kw):\n    \"\"\"Sum.\"\"\"\n    \
-             return total(items, *args, start=start, **kw)\n",
+            "pkg.buf.Buf.size",
+            "    @property\n    def size(self):\n        n = self.size - 1\n        return n\n",
         );
         assert_eq!(
             problems(&g),
-            [(ProblemKind::SelfRecursion, "total")],
+            [(ProblemKind::SelfRecursion, "size")],
             "{g:#?}"
         );
-        // Recursion on smaller arguments is fine.
         let g = check_in(
             &repo,
-            "pkg.util.total",
-            "def total(items, *args, start=0, **kw):\n    \
-             return total(items[1:], *args, start=start, **kw)\n",
+            "pkg.buf.Buf.size",
+            "    @property\n    def size(self):\n        return len(self.data)\n",
         );
         assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn a_nested_functions_parameters_are_not_names_of_the_function_around_it() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        // `limit` is only the helper's parameter; the helper sees `items` from around it.
         let g = check_in(
             &repo,
-            "pkg.util.Acc.add",
-            "    def add(self, x, y):\n        \"\"\"Add.\"\"\"\n        return self.add(x, y)\n",
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    def clip(value, limit):\n        \
+             return min(value, limit, len(items))\n    return clip(start, limit)\n",
         );
         assert_eq!(
             problems(&g),
-            [(ProblemKind::SelfRecursion, "add")],
+            [(ProblemKind::UndefinedName, "limit")],
             "{g:#?}"
         );
         let g = check_in(
             &repo,
-            "pkg.util.Acc.add",
-            "    def add(self, x, y):\n        return self.add(y, x)\n",
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    def clip(value, limit=start):\n        \
+             return min(value, limit, len(items), later)\n    later = 3\n    return clip(start)\n",
         );
         assert!(g.is_ok(), "{g:#?}");
     }
