@@ -461,7 +461,9 @@ fn generate_and_score(
             if cfg.cancel.load(Ordering::SeqCst) {
                 break;
             }
-            let item = match prepare(cfg, &tasks[k], worker.as_mut(), completions) {
+            let prepared =
+                progress.generating(|| prepare(cfg, &tasks[k], worker.as_mut(), completions));
+            let item = match prepared {
                 Ok(Some(prepared)) => (k, prepared),
                 Ok(None) => continue,
                 Err(e) => {
@@ -675,6 +677,8 @@ struct Progress {
     enabled: bool,
     started: Instant,
     done: Mutex<(usize, usize)>,
+    /// Tasks being generated now (shown when several are).
+    generating: AtomicUsize,
 }
 
 impl Progress {
@@ -684,7 +688,16 @@ impl Progress {
             enabled,
             started,
             done: Mutex::new((0, 0)),
+            generating: AtomicUsize::new(0),
         }
+    }
+
+    /// Counts a task's generation while `f` runs.
+    fn generating<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.generating.fetch_add(1, Ordering::SeqCst);
+        let out = f();
+        self.generating.fetch_sub(1, Ordering::SeqCst);
+        out
     }
 
     fn finished(&self, r: &TaskResult) {
@@ -699,8 +712,12 @@ impl Progress {
         let elapsed = self.started.elapsed().as_secs_f64();
         let eta = elapsed / done.0 as f64 * (self.todo - done.0) as f64;
         let verdict = r.outcome.as_str();
+        let in_flight = match self.generating.load(Ordering::SeqCst) {
+            n if n > 1 => format!(" · {n} generating"),
+            _ => String::new(),
+        };
         eprintln!(
-            "[{}/{}] {verdict:<7} {} ({:.1} s) passed {} · elapsed {:.0} s · ETA {:.0} s",
+            "[{}/{}] {verdict:<7} {} ({:.1} s) passed {} · elapsed {:.0} s · ETA {:.0} s{in_flight}",
             done.0, self.todo, r.namespace, r.test_seconds, done.1, elapsed, eta
         );
     }
