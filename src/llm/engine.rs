@@ -609,6 +609,11 @@ impl CandleLlm {
                 results[i] = Some(result);
             }
         }
+        // All start decoding now: an answer's decode time leaves out the later prompts.
+        let now = Instant::now();
+        for l in &mut live {
+            l.answer.decode_start = now;
+        }
         while !live.is_empty() {
             for (i, result) in self.advance(&mut live) {
                 results[i] = Some(result);
