@@ -51,4 +51,22 @@ fn line_tasks_score_in_both_definitions() {
         close(&s["graphcoder"]["es"], (1.0 + 35.0 / 40.0) / 2.0),
         "{s}"
     );
+    // Line tasks run one at a time: a concurrency for them is refused, not ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .arg("eval")
+        .arg("--tasks")
+        .arg(fx.join("lines.jsonl"))
+        .arg("--source-root")
+        .arg(fx.join("Source_Code"))
+        .args(["--completions"])
+        .arg(&preds)
+        .args(["--concurrency", "2"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--concurrency applies to function tasks"),
+        "{stderr}"
+    );
 }

@@ -321,6 +321,9 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
 /// Line tasks: no tests to run, only EM / ES / ID-EM / ID-F1 in both definitions, of given
 /// predictions or of a method's.
 fn score_line_tasks(args: &EvalArgs, lines: &[tasks::LineTask]) -> Result<()> {
+    if args.concurrency > 1 {
+        bail!("--concurrency applies to function tasks; line tasks are completed one at a time");
+    }
     if let Some(m) = &args.method {
         return run_line_method(args, m);
     }
