@@ -16,17 +16,20 @@ fn line_tasks_score_in_both_definitions() {
     )
     .unwrap();
     let fx = fixture();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
-        .arg("eval")
-        .arg("--tasks")
-        .arg(fx.join("lines.jsonl"))
-        .arg("--source-root")
-        .arg(fx.join("Source_Code"))
-        .arg("--completions")
-        .arg(&preds)
-        .arg("--json")
-        .output()
-        .unwrap();
+    let score = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .arg("eval")
+            .arg("--tasks")
+            .arg(fx.join("lines.jsonl"))
+            .arg("--source-root")
+            .arg(fx.join("Source_Code"))
+            .arg("--completions")
+            .arg(&preds)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = score(&["--json"]);
     assert!(
         out.status.success(),
         "{}",
@@ -52,17 +55,7 @@ fn line_tasks_score_in_both_definitions() {
         "{s}"
     );
     // Line tasks run one at a time: a concurrency for them is refused, not ignored.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
-        .arg("eval")
-        .arg("--tasks")
-        .arg(fx.join("lines.jsonl"))
-        .arg("--source-root")
-        .arg(fx.join("Source_Code"))
-        .args(["--completions"])
-        .arg(&preds)
-        .args(["--concurrency", "2"])
-        .output()
-        .unwrap();
+    let out = score(&["--concurrency", "2"]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -727,20 +727,23 @@ fn scope_uses<'s>(
     acc.self_assigned
         .extend(binder.self_assigned.iter().cloned());
     acc.bound.extend(binder.bound.iter().cloned());
-    let shadows = |p: Node| {
-        self_name.is_some_and(|me| {
-            param_names(src, p)
-                .iter()
-                .any(|n| n.trim_start_matches('*') == me)
-        })
-    };
     for nested in binder.nested.take().unwrap_or_default() {
         let visible = self_visible
             && !nested
                 .child_by_field_name("parameters")
-                .is_some_and(shadows);
+                .is_some_and(|p| rebinds(src, self_name, p));
         scope_uses(src, nested, self_name, visible, &chain, acc, depth + 1);
     }
+}
+
+/// Whether the parameters `params` take the instance parameter's name `self_name` (so inside,
+/// it means something else).
+fn rebinds(src: &str, self_name: Option<&str>, params: Node) -> bool {
+    self_name.is_some_and(|me| {
+        param_names(src, params)
+            .iter()
+            .any(|p| p.trim_start_matches('*') == me)
+    })
 }
 
 /// Collects the names a function body reads and its `self.x` reads.
@@ -905,11 +908,7 @@ impl Uses<'_, '_> {
     }
 
     fn rebinds_self(&self, params: Node) -> bool {
-        self.self_name.is_some_and(|me| {
-            param_names(self.src, params)
-                .iter()
-                .any(|p| p.trim_start_matches('*') == me)
-        })
+        rebinds(self.src, self.self_name, params)
     }
 
     fn defaults(&mut self, params: Node, self_visible: bool) {

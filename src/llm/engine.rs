@@ -477,10 +477,7 @@ impl CandleLlm {
         self.cached.truncate(reuse);
         let logits = self.model.forward(&ids[reuse..], false)?;
         self.cached.extend_from_slice(&ids[reuse..]);
-        a.logits = logits.flatten_all()?.to_vec1()?;
-        a.resp.cached_prompt_tokens = reuse;
-        a.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
-        Ok(())
+        a.prefilled(logits, reuse, start)
     }
 
     /// Computes the prompt `ids` into a cache of its own, starting from a copy of the longest
@@ -493,15 +490,16 @@ impl CandleLlm {
         others: &[Live<T>],
     ) -> Result<KvCache, LlmError> {
         let start = Instant::now();
-        let own = common_prefix(&self.cached, ids);
-        let donor = others
-            .iter()
-            .map(|l| (common_prefix(&l.tokens, ids), l))
-            .filter(|&(n, _)| n > own)
-            .max_by_key(|&(n, _)| n);
-        let reuse = match self.prefix_reuse {
-            true => donor.map_or(own, |(n, _)| n).min(ids.len() - 1),
-            false => 0,
+        let (reuse, donor) = if self.prefix_reuse {
+            let own = common_prefix(&self.cached, ids);
+            let donor = others
+                .iter()
+                .map(|l| (common_prefix(&l.tokens, ids), l))
+                .filter(|&(n, _)| n > own)
+                .max_by_key(|&(n, _)| n);
+            (donor.map_or(own, |(n, _)| n).min(ids.len() - 1), donor)
+        } else {
+            (0, None)
         };
         let mut kv = match donor {
             Some((_, l)) => l.kv.copy_prefix(reuse)?,
@@ -510,9 +508,7 @@ impl CandleLlm {
         self.model.swap_kv(&mut kv);
         let logits = self.model.forward(&ids[reuse..], false);
         self.model.swap_kv(&mut kv);
-        a.logits = logits?.flatten_all()?.to_vec1()?;
-        a.resp.cached_prompt_tokens = reuse;
-        a.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
+        a.prefilled(logits?, reuse, start)?;
         Ok(kv)
     }
 
@@ -724,6 +720,20 @@ struct Answer {
 }
 
 impl Answer {
+    /// Takes the prompt's last logits; `reuse` prompt tokens came from a cache, and the prompt
+    /// was being computed since `start`.
+    fn prefilled(
+        &mut self,
+        logits: candle_core::Tensor,
+        reuse: usize,
+        start: Instant,
+    ) -> Result<(), LlmError> {
+        self.logits = logits.flatten_all()?.to_vec1()?;
+        self.resp.cached_prompt_tokens = reuse;
+        self.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
     /// The response, with its decode time.
     fn finish(mut self, finish: FinishReason) -> GenerateResponse {
         self.resp.decode_ms = self.decode_start.elapsed().as_secs_f64() * 1e3;

@@ -169,6 +169,25 @@ impl HostKv {
 
     /// Reallocates to `new_cap` positions, keeping the first `keep` of each head.
     pub fn resize(&mut self, new_cap: usize, keep: usize) -> Result<()> {
+        (self.k, self.v) = self.relaid(new_cap, keep)?;
+        self.cap = new_cap;
+        Ok(())
+    }
+
+    /// A new cache holding a copy of the first `len` positions (capacity `len`).
+    pub fn copy_prefix(&self, len: usize) -> Result<HostKv> {
+        let len = len.min(self.cap);
+        let (k, v) = self.relaid(len, len)?;
+        Ok(HostKv {
+            k,
+            v,
+            cap: len,
+            ..HostKv::new(self.kv_heads, self.head_dim)
+        })
+    }
+
+    /// Keys and values laid out for `new_cap` positions, the first `keep` of each head copied.
+    fn relaid(&self, new_cap: usize, keep: usize) -> Result<(Vec<f32>, Vec<f32>)> {
         let (kvh, hd) = (self.kv_heads, self.head_dim);
         let Some(len) = kvh.checked_mul(new_cap).and_then(|x| x.checked_mul(hd)) else {
             bail!("a KV cache of {new_cap} positions of {kvh} heads of {hd} is too large")
@@ -182,23 +201,7 @@ impl HostKv {
             k[dst..dst + n].copy_from_slice(&self.k[src..src + n]);
             v[dst..dst + n].copy_from_slice(&self.v[src..src + n]);
         }
-        (self.k, self.v, self.cap) = (k, v, new_cap);
-        Ok(())
-    }
-
-    /// A new cache holding a copy of the first `len` positions (capacity `len`).
-    pub fn copy_prefix(&self, len: usize) -> Result<HostKv> {
-        let mut copy = HostKv::new(self.kv_heads, self.head_dim);
-        let (k, v, cap) = (self.k.as_slice(), self.v.as_slice(), self.cap);
-        let len = len.min(cap);
-        copy.resize(len, 0)?;
-        let hd = self.head_dim;
-        for g in 0..self.kv_heads {
-            let (src, dst, n) = (g * cap * hd, g * len * hd, len * hd);
-            copy.k[dst..dst + n].copy_from_slice(&k[src..src + n]);
-            copy.v[dst..dst + n].copy_from_slice(&v[src..src + n]);
-        }
-        Ok(copy)
+        Ok((k, v))
     }
 }
 
