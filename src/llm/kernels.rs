@@ -252,6 +252,50 @@ fn finish_head(
     }
 }
 
+/// `x · y` with 16 partial sums, so it vectorises (the order of the sums is fixed).
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (xc, yc) = (x.chunks_exact(16), y.chunks_exact(16));
+    let tail: f32 = xc
+        .remainder()
+        .iter()
+        .zip(yc.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    for (a, b) in xc.zip(yc) {
+        for l in 0..16 {
+            acc[l] += a[l] * b[l];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+// One query row's heads of a KV group (side by side in `q`, `hd` each) against the group's
+// cached keys (`hd` apart): `scores[j·len + t] = scale · q_j · k_t`, each key read once.
+multiversion!(group_scores, (q: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut [f32]), {
+    let len = keys.len() / hd;
+    for (t, k) in keys.chunks_exact(hd).enumerate() {
+        for (j, qj) in q.chunks_exact(hd).enumerate() {
+            scores[j * len + t] = dot(qj, k) * scale;
+        }
+    }
+});
+
+// `out_j = Σ_t p[j·len + t] · v_t` for each head j of the group, each value row read once.
+multiversion!(group_values, (p: &[f32], values: &[f32], hd: usize, out: &mut [f32]), {
+    let len = values.len() / hd;
+    out.fill(0.0);
+    for (t, v) in values.chunks_exact(hd).enumerate() {
+        for (j, o) in out.chunks_exact_mut(hd).enumerate() {
+            let w = p[j * len + t];
+            for (o, &x) in o.iter_mut().zip(v) {
+                *o += w * x;
+            }
+        }
+    }
+});
+
 /// Query rows per attention unit in prefill: enough to make the two GEMMs efficient.
 const QUERY_BLOCK: usize = 32;
 /// Up to this many query rows, each row is its own block (see [`attention`]).
@@ -348,13 +392,42 @@ pub(crate) fn attention(
     let mut out = vec![0f32; n * h * hd];
     let (keys, values) = (&kv.k, &kv.v);
     let groups = h / kvh;
-    // A few rows (drafted tokens being verified) go one by one, as decode computes each, so
-    // their outputs match decode's bit for bit.
-    let block = if n <= EXACT_ROWS { 1 } else { QUERY_BLOCK };
-    let blocks = n.div_ceil(block);
     let scale = 1.0 / (hd as f32).sqrt();
     let dst = SharedMut(out.as_mut_ptr());
     let qr = &qr;
+    if n <= EXACT_ROWS {
+        // Decode, and a few rows (drafted tokens being verified) one by one as decode computes
+        // each, so their outputs match decode's bit for bit. One unit = one row's query heads
+        // of one KV group: each cached key and value row is read once for all of them.
+        par_ranges(n * kvh, groups * (pos + n) * hd / 2, |range| {
+            let mut scores = Vec::new();
+            for unit in range {
+                let (i, g) = (unit / kvh, unit % kvh);
+                let len = pos + i + 1;
+                let at = (i * h + g * groups) * hd;
+                let span = groups * hd;
+                scores.clear();
+                scores.resize(groups * len, 0f32);
+                let (kbase, vbase) = (&keys[g * cap * hd..], &values[g * cap * hd..]);
+                group_scores(
+                    &qr[at..at + span],
+                    &kbase[..len * hd],
+                    hd,
+                    scale,
+                    &mut scores,
+                );
+                for row in scores.chunks_mut(len) {
+                    softmax_row(row);
+                }
+                // SAFETY: row i's heads of group g in `out` (n × h·hd) belong to this unit only.
+                let o = unsafe { dst.slice(at, span) };
+                group_values(&scores, &vbase[..len * hd], hd, o);
+            }
+        });
+        return Ok(out);
+    }
+    let block = QUERY_BLOCK;
+    let blocks = n.div_ceil(block);
     // One unit = one query head over one block of query rows; the heads of a KV group are
     // neighbours so their shared keys stay in cache.
     par_ranges(h * blocks, block * total * hd / 4, |range| {
