@@ -55,6 +55,8 @@ pub enum ProblemKind {
     MissingAttribute,
     /// The body only calls the target itself with its own arguments.
     SelfRecursion,
+    /// A local read before anything assigns it, on the way every call takes.
+    UnboundLocal,
     /// The function does not parse.
     Syntax,
 }
@@ -194,6 +196,17 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
                 shown.join(", ")
             ));
         }
+    }
+    for p in g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::UnboundLocal)
+    {
+        out.push_str(&format!(
+            "Your {what} reads `{}` before anything assigns it: every call would fail there \
+             (UnboundLocalError). Give it a value first.\n",
+            p.name
+        ));
     }
     for p in g
         .problems
@@ -1422,6 +1435,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         }
     }
 
+    g.problems.extend(unbound_locals(src, def, &params));
     if let Some(p) = self_recursion(
         src,
         def,
@@ -1546,6 +1560,341 @@ fn close_names(name: &str, pool: Vec<&str>) -> Vec<String> {
         .take(MAX_SUGGESTIONS)
         .map(|(_, c)| c.to_string())
         .collect()
+}
+
+/// Locals that the function reads before anything binds them, on a path every call takes as
+/// far as the read: the first call raises `UnboundLocalError`. A loop body counts as taken;
+/// a branch, a handler, an `else`, the right of `and`/`or` and a conditional expression don't.
+/// Comprehensions, lambdas and nested functions (scopes of their own) are not entered; a
+/// binding anywhere above a read, even in a branch, counts.
+fn unbound_locals(src: &str, def: Node, params: &[String]) -> Vec<Problem> {
+    let Some(body) = def.child_by_field_name("body") else {
+        return Vec::new();
+    };
+    let mut binder = Binder::new(src, None, false);
+    binder.nested = Some(Vec::new());
+    binder.walk(body);
+    let mut flow = Flow {
+        src,
+        locals: binder.bound,
+        bound: params
+            .iter()
+            .map(|p| p.trim_start_matches('*').to_string())
+            .collect(),
+        found: Vec::new(),
+        depth: 0,
+    };
+    flow.declared(body);
+    flow.block(body, true);
+    flow.found
+        .into_iter()
+        .map(|name| Problem {
+            kind: ProblemKind::UnboundLocal,
+            name,
+            suggestions: Vec::new(),
+        })
+        .collect()
+}
+
+/// The walk of [`unbound_locals`], in the order Python runs a function's statements.
+struct Flow<'s> {
+    src: &'s str,
+    /// Names the function's own scope binds somewhere (not `global`/`nonlocal` ones).
+    locals: HashSet<String>,
+    /// Names bound so far (parameters first).
+    bound: HashSet<String>,
+    found: Vec<String>,
+    depth: usize,
+}
+
+impl Flow<'_> {
+    /// Drops the names a `global` or `nonlocal` statement of this scope declares.
+    fn declared(&mut self, node: Node) {
+        for c in named_children(node) {
+            match c.kind() {
+                "global_statement" | "nonlocal_statement" => {
+                    for n in named_children(c) {
+                        self.locals.remove(text(self.src, n));
+                    }
+                }
+                "function_definition" | "class_definition" | "lambda" => {}
+                _ => self.declared(c),
+            }
+        }
+    }
+
+    /// Binds what `node` binds as an assignment target (or an import, with `import`).
+    fn bind(&mut self, node: Node, import: bool) {
+        let mut b = Binder::new(self.src, None, false);
+        if import {
+            b.import(node);
+        } else {
+            b.target(node);
+        }
+        self.bound.extend(b.bound);
+        // Parts of a target that are reads: `a[i] = ...`, `a.b = ...`.
+        if !import {
+            self.target_reads(node);
+        }
+    }
+
+    fn target_reads(&mut self, node: Node) {
+        match node.kind() {
+            "attribute" => {
+                if let Some(o) = node.child_by_field_name("object") {
+                    self.expr(o, true);
+                }
+            }
+            "subscript" => self.expr(node, true),
+            "identifier" => {}
+            _ => {
+                for c in named_children(node) {
+                    self.target_reads(c);
+                }
+            }
+        }
+    }
+
+    fn block(&mut self, node: Node, sure: bool) {
+        for c in named_children(node) {
+            self.stmt(c, sure);
+        }
+    }
+
+    fn field<'t>(node: Node<'t>, name: &str) -> Option<Node<'t>> {
+        node.child_by_field_name(name)
+    }
+
+    fn stmt(&mut self, node: Node, sure: bool) {
+        if self.depth > MAX_NODE_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        match node.kind() {
+            "function_definition" | "class_definition" => {
+                if let Some(n) = Self::field(node, "name") {
+                    self.bound.insert(text(self.src, n).to_string());
+                }
+            }
+            "decorated_definition" => {
+                if let Some(d) = Self::field(node, "definition") {
+                    self.stmt(d, sure);
+                }
+            }
+            "import_statement" | "import_from_statement" | "future_import_statement" => {
+                self.bind(node, true)
+            }
+            "global_statement" | "nonlocal_statement" => {}
+            "if_statement" => {
+                if let Some(c) = Self::field(node, "condition") {
+                    self.expr(c, sure);
+                }
+                for c in named_children(node).into_iter().skip(1) {
+                    self.stmt(c, false);
+                }
+            }
+            "for_statement" => {
+                if let Some(r) = Self::field(node, "right") {
+                    self.expr(r, sure);
+                }
+                if let Some(l) = Self::field(node, "left") {
+                    self.bind(l, false);
+                }
+                if let Some(b) = Self::field(node, "body") {
+                    self.block(b, sure);
+                }
+                if let Some(a) = Self::field(node, "alternative") {
+                    self.stmt(a, false);
+                }
+            }
+            "while_statement" => {
+                if let Some(c) = Self::field(node, "condition") {
+                    self.expr(c, sure);
+                }
+                if let Some(b) = Self::field(node, "body") {
+                    self.block(b, sure);
+                }
+                if let Some(a) = Self::field(node, "alternative") {
+                    self.stmt(a, false);
+                }
+            }
+            "try_statement" => {
+                for c in named_children(node) {
+                    if c.kind() == "block" {
+                        self.block(c, sure);
+                    } else {
+                        self.stmt(c, false);
+                    }
+                }
+            }
+            "with_statement" => {
+                for c in named_children(node) {
+                    if c.kind() == "block" {
+                        self.block(c, sure);
+                    } else {
+                        self.with_items(c, sure);
+                    }
+                }
+            }
+            "except_clause" | "except_group_clause" => {
+                for c in named_children(node) {
+                    match c.kind() {
+                        "block" => self.block(c, sure),
+                        "as_pattern" => {
+                            for v in named_children(c) {
+                                if v.kind() == "as_pattern_target" {
+                                    self.bind(v, false);
+                                } else {
+                                    self.expr(v, sure);
+                                }
+                            }
+                        }
+                        _ => self.expr(c, sure),
+                    }
+                }
+            }
+            "elif_clause" => {
+                if let Some(c) = Self::field(node, "condition") {
+                    self.expr(c, sure);
+                }
+                if let Some(b) = Self::field(node, "consequence") {
+                    self.block(b, false);
+                }
+            }
+            "else_clause" | "finally_clause" | "block" => self.block(node, sure),
+            "match_statement" => {
+                if let Some(s) = Self::field(node, "subject") {
+                    self.expr(s, sure);
+                }
+                // Cases bind and read under their patterns: counted as bound, never sure.
+                let mut b = Binder::new(self.src, None, false);
+                b.walk(node);
+                self.bound.extend(b.bound);
+            }
+            "expression_statement" => {
+                for c in named_children(node) {
+                    self.expr(c, sure);
+                }
+            }
+            _ => {
+                for c in named_children(node) {
+                    self.expr(c, sure);
+                }
+            }
+        }
+        self.depth -= 1;
+    }
+
+    fn with_items(&mut self, node: Node, sure: bool) {
+        match node.kind() {
+            "as_pattern" => {
+                for v in named_children(node) {
+                    if v.kind() == "as_pattern_target" {
+                        self.bind(v, false);
+                    } else {
+                        self.expr(v, sure);
+                    }
+                }
+            }
+            "with_clause" | "with_item" => {
+                for c in named_children(node) {
+                    self.with_items(c, sure);
+                }
+            }
+            _ => self.expr(node, sure),
+        }
+    }
+
+    fn read(&mut self, node: Node, sure: bool) {
+        let name = text(self.src, node);
+        if sure
+            && self.locals.contains(name)
+            && !self.bound.contains(name)
+            && !self.found.iter().any(|f| f == name)
+        {
+            self.found.push(name.to_string());
+        }
+    }
+
+    fn expr(&mut self, node: Node, sure: bool) {
+        if self.depth > MAX_NODE_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        match node.kind() {
+            "identifier" => self.read(node, sure),
+            "attribute" => {
+                if let Some(o) = Self::field(node, "object") {
+                    self.expr(o, sure);
+                }
+            }
+            "keyword_argument" => {
+                if let Some(v) = Self::field(node, "value") {
+                    self.expr(v, sure);
+                }
+            }
+            "assignment" => {
+                if let Some(r) = Self::field(node, "right") {
+                    self.expr(r, sure);
+                }
+                if let Some(l) = Self::field(node, "left") {
+                    // An annotation alone (`x: int`) binds nothing.
+                    if Self::field(node, "right").is_some() {
+                        self.bind(l, false);
+                    }
+                }
+            }
+            "augmented_assignment" => {
+                if let Some(l) = Self::field(node, "left") {
+                    self.expr(l, sure);
+                }
+                if let Some(r) = Self::field(node, "right") {
+                    self.expr(r, sure);
+                }
+                if let Some(l) = Self::field(node, "left") {
+                    self.bind(l, false);
+                }
+            }
+            "named_expression" => {
+                if let Some(v) = Self::field(node, "value") {
+                    self.expr(v, sure);
+                }
+                if let Some(n) = Self::field(node, "name") {
+                    self.bound.insert(text(self.src, n).to_string());
+                }
+            }
+            "boolean_operator" => {
+                if let Some(l) = Self::field(node, "left") {
+                    self.expr(l, sure);
+                }
+                if let Some(r) = Self::field(node, "right") {
+                    self.expr(r, false);
+                }
+            }
+            "conditional_expression" => {
+                let parts = named_children(node);
+                if let Some(c) = parts.get(1) {
+                    self.expr(*c, sure);
+                }
+                for (i, p) in parts.iter().enumerate() {
+                    if i != 1 {
+                        self.expr(*p, false);
+                    }
+                }
+            }
+            "lambda"
+            | "list_comprehension"
+            | "set_comprehension"
+            | "dictionary_comprehension"
+            | "generator_expression" => {}
+            _ => {
+                for c in named_children(node) {
+                    self.expr(c, sure);
+                }
+            }
+        }
+        self.depth -= 1;
+    }
 }
 
 /// A call of the target itself that every call of it reaches, so that it recurses forever:
@@ -2311,6 +2660,48 @@ mod tests {
             "    @property\n    def size(self):\n        return len(self.data)\n",
         );
         assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn a_local_read_before_every_assignment_on_the_way_is_unbound() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        let unbound = |body: &str| {
+            let g = check_in(
+                &repo,
+                "pkg.util.total",
+                &format!("def total(items):\n{body}"),
+            );
+            problems(&g)
+                .into_iter()
+                .filter(|(k, _)| *k == ProblemKind::UnboundLocal)
+                .map(|(_, n)| n.to_string())
+                .collect::<Vec<_>>()
+        };
+        // Read in a loop body before the assignment that follows it; `+=` reads first; a
+        // nested helper called before its `def`.
+        for (body, name) in [
+            ("    out = []\n    for i in items:\n        out.append(items[start:i])\n        start = i\n    return out\n", "start"),
+            ("    for i in items:\n        n += i\n    n = 0\n    return n\n", "n"),
+            ("    x = helper(items)\n    def helper(v):\n        return v\n    return x\n", "helper"),
+            ("    with open(items) as f:\n        data = f.read(size)\n    size = 1\n    return data\n", "size"),
+        ] {
+            assert_eq!(unbound(body), [name], "{body}");
+        }
+        // Bound first (even in a branch), read only in a branch, handler, `and`/`or` or
+        // conditional expression, the loop's own target, a global, a comprehension's variable.
+        for body in [
+            "    if items:\n        n = 1\n    else:\n        n = 2\n    return n\n",
+            "    for i in items:\n        if i:\n            print(prev)\n        prev = i\n    return 0\n",
+            "    try:\n        v = items[0]\n    except IndexError:\n        return w\n    w = v\n    return w\n",
+            "    ok = items and cache\n    cache = 1\n    return ok\n",
+            "    v = cache if items else 0\n    cache = v\n    return v\n",
+            "    for i in items:\n        print(i)\n    return 0\n",
+            "    global COUNT\n    COUNT += 1\n    return COUNT\n",
+            "    ys = [y for y in items]\n    return ys\n",
+            "    while True:\n        line = items.pop()\n        if line:\n            break\n    return line\n",
+        ] {
+            assert!(unbound(body).is_empty(), "{body}");
+        }
     }
 
     #[test]
