@@ -1,7 +1,9 @@
 //! The generation step: prompt budgeting with a scripted model, and the direct method end to
 //! end with the real default model on the fixture repository.
 
-use repohop::generate::{self, BodySource, ContextSnippet, GenerateOptions, LocalView, Target};
+use repohop::generate::{
+    self, BodySource, ContextSnippet, GenerateOptions, LocalView, PromptFormat, Target,
+};
 use repohop::llm::{
     CandleLlm, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, LlmOptions, Prompt,
 };
@@ -214,4 +216,90 @@ fn direct_generation_with_the_default_model_writes_a_valid_target() {
         .collect();
     assert_eq!(top.len(), 1, "{}", c.function);
     assert!(out.response.generated_tokens > 0 && out.response.generated_tokens <= 160);
+}
+
+fn infill_options(max_new_tokens: usize) -> GenerateOptions {
+    GenerateOptions {
+        prompt_budget: 2048,
+        max_new_tokens,
+        format: PromptFormat::Infill,
+        ..GenerateOptions::default()
+    }
+}
+
+#[test]
+fn an_infilled_body_goes_under_the_targets_header_and_an_empty_one_is_an_error() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "walkway.pathops.iterate_path").unwrap();
+    let target = iterate_path_target(&repo);
+    let view = MaskedView::new(&repo, Some(id), false);
+    let local = LocalView::new(&view, &target).unwrap();
+    let mut llm = Scripted {
+        answer: "    return [path]\n".into(),
+        prompts: Vec::new(),
+    };
+    let out =
+        generate::generate(&mut llm, &target, Some(&local), &[], &infill_options(64)).unwrap();
+    assert_eq!(out.format, PromptFormat::Infill);
+    let prompt = &llm.prompts[0];
+    assert!(
+        prompt.starts_with("<|repo_name|>pyproj\n<|file_sep|>walkway/pathops.py\n<|fim_prefix|>"),
+        "{prompt}"
+    );
+    assert!(prompt.ends_with("<|fim_middle|>"), "{prompt}");
+    assert!(prompt.contains("def iterate_path(path):\n"), "{prompt}");
+    assert!(out
+        .completion
+        .function
+        .starts_with("def iterate_path(path):\n"));
+    assert!(
+        out.completion
+            .function
+            .trim_end()
+            .ends_with("return [path]"),
+        "{}",
+        out.completion.function
+    );
+    llm.answer = "\n  \n".into();
+    let err =
+        generate::generate(&mut llm, &target, Some(&local), &[], &infill_options(64)).unwrap_err();
+    assert!(err.to_string().contains("no code"), "{err}");
+}
+
+#[test]
+fn infilled_generation_with_the_default_model_writes_a_body_that_ends_with_the_function() {
+    let repo = fixture();
+    let id = resolve_target(&repo, "walkway.pathops.iterate_path").unwrap();
+    let target = iterate_path_target(&repo);
+    let view = MaskedView::new(&repo, Some(id), false);
+    let local = LocalView::new(&view, &target).unwrap();
+    let mut llm = CandleLlm::load(DEFAULT_GENERATOR, &LlmOptions::default()).unwrap_or_else(|e| {
+        panic!("the default model is needed ({e}); run `repohop models fetch`")
+    });
+    let out =
+        generate::generate(&mut llm, &target, Some(&local), &[], &infill_options(200)).unwrap();
+    // The answer is the body alone: it stops where code at the header's column would resume.
+    assert!(
+        !out.raw_answer.trim_start().starts_with("def "),
+        "{}",
+        out.raw_answer
+    );
+    assert!(
+        out.raw_answer
+            .lines()
+            .all(|l| l.trim().is_empty() || l.starts_with("    ")),
+        "{}",
+        out.raw_answer
+    );
+    let c = &out.completion;
+    assert!(
+        c.function.starts_with("def iterate_path(path):\n"),
+        "{}",
+        c.function
+    );
+    let parsed = lang::for_path("x.py")
+        .unwrap()
+        .parse("x.py", "x", &c.function);
+    assert_eq!(parsed.parse_errors, 0, "{}", c.function);
+    assert!(out.response.generated_tokens > 0 && out.response.generated_tokens <= 200);
 }

@@ -186,6 +186,52 @@ fn greedy_generation_matches_reference() {
     }
 }
 
+/// `ln softmax(row)[i]` in f64, as a reference.
+fn log_softmax(row: &[f32], i: u32) -> f64 {
+    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max) as f64;
+    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
+    row[i as usize] as f64 - max - sum.ln()
+}
+
+#[test]
+fn a_continuations_score_is_its_log_probability_under_the_reference_logits() {
+    for arch in ["qwen2", "qwen3"] {
+        let g = golden(arch);
+        let mut llm = engine(arch);
+        // Several tokens, then (from a cached prompt) the last one alone.
+        for (prompt, continuation) in [
+            ("def add(a, b):", "\n    return"),
+            ("def add(a, b):", "\n    return"),
+            ("def add(a, b):\n   ", " return"),
+        ] {
+            let head = llm.encode(prompt).unwrap();
+            let tail = llm.encode(continuation).unwrap();
+            assert_eq!(
+                [head.clone(), tail.clone()].concat(),
+                g.tokens,
+                "{arch}: the split"
+            );
+            // Row i of the reference logits predicts token i + 1.
+            let want: f64 = (head.len()..g.tokens.len())
+                .map(|i| log_softmax(&g.logits[i - 1], g.tokens[i]))
+                .sum();
+            let got = llm
+                .score(&Prompt::Text(prompt.into()), continuation)
+                .unwrap();
+            assert_eq!(got.tokens, tail.len());
+            assert!(
+                (got.logprob - want).abs() < 1e-3,
+                "{arch} {continuation:?}: {} vs {want}",
+                got.logprob
+            );
+        }
+        assert!(matches!(
+            llm.score(&Prompt::Text("def".into()), ""),
+            Err(LlmError::InvalidRequest(_))
+        ));
+    }
+}
+
 fn chat(turns: &[&str]) -> Prompt {
     let msgs = turns
         .iter()
@@ -402,6 +448,10 @@ fn threads_sharing_one_engine_get_their_own_answers() {
     assert_eq!(
         shared.count_tokens(&reqs[0].prompt).unwrap(),
         engine("qwen2").count_tokens(&reqs[0].prompt).unwrap()
+    );
+    assert_eq!(
+        shared.clone().score(&reqs[0].prompt, " x = 1").unwrap(),
+        engine("qwen2").score(&reqs[0].prompt, " x = 1").unwrap()
     );
     let got: Vec<Vec<u32>> = std::thread::scope(|scope| {
         let handles: Vec<_> = reqs

@@ -16,6 +16,7 @@ use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::generate::complete::LineMethod;
+use repohop::generate::PromptFormat;
 use repohop::llm::{CandleLlm, LlmOptions, SharedLlm};
 use repohop::retrieve::dyretriever::ExpandMode;
 
@@ -46,6 +47,10 @@ pub struct EvalArgs {
     /// named `<method>-nolocal`.
     #[arg(long)]
     no_local: bool,
+    /// The generation prompt's layout (see `generate --prompt-format`); other than chat, the
+    /// run is named `<method>-<format>`.
+    #[arg(long, value_enum, default_value = "chat")]
+    prompt_format: PromptFormat,
     /// Don't check the answer's names against the repository (no repair round); the run is
     /// named `<method>-nogrounding`.
     #[arg(long)]
@@ -542,6 +547,7 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
         grounding: !args.no_grounding,
         samples: args.samples,
         prefix_reuse: !args.no_prefix_reuse,
+        format: args.prompt_format,
         ..pipelines::Settings::new(&args.model, vectors_dir)
     }
 }

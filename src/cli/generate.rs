@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
-use repohop::generate::{GenerateOptions, Target};
+use repohop::generate::{GenerateOptions, PromptFormat, Target};
 use repohop::llm::{FinishReason, LlmOptions, SharedLlm};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
@@ -97,6 +97,10 @@ pub struct GenerateArgs {
     /// Most tokens of the target's own file in the prompt.
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
+    /// The prompt's layout: a chat request for the whole function, or the model's
+    /// fill-in-the-middle repository layout where it writes the body (Python).
+    #[arg(long, value_enum, default_value = "chat")]
+    pub prompt_format: PromptFormat,
     /// Replace the function in its file, or append the new one (atomically, keeping a
     /// `.repohop.bak` copy). A generation cut off by --max-tokens, or one that does not parse,
     /// is not written.
@@ -335,6 +339,7 @@ pub(super) fn session_options(args: &GenerateArgs, engine: Option<SharedLlm>) ->
             prompt_budget: args.prompt_budget,
             local_budget: args.local_budget,
             max_new_tokens: args.max_tokens,
+            format: args.prompt_format,
             ..GenerateOptions::default()
         },
     };

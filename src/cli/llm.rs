@@ -17,7 +17,8 @@ use repohop::models::DEFAULT_GENERATOR;
 #[derive(Args)]
 pub struct LlmArgs {
     /// The user message (or, with --raw, the whole prompt).
-    pub prompt: String,
+    #[arg(required_unless_present = "score_jsonl")]
+    pub prompt: Option<String>,
     /// Model alias, path to a .gguf / model folder, or a cached Hugging Face repo id.
     #[arg(long, default_value = DEFAULT_GENERATOR)]
     pub model: String,
@@ -45,17 +46,69 @@ pub struct LlmArgs {
     /// Print a JSON object (text, finish_reason, token counts, timings).
     #[arg(long)]
     pub json: bool,
+    /// Instead of generating, print how likely the model finds a text after the prompt
+    /// (the natural-log probability summed over its tokens).
+    #[arg(long, conflicts_with = "score_jsonl")]
+    pub score: Option<String>,
+    /// Score many texts with one loaded model: JSONL lines `{"user", "continuation"}`
+    /// (optionally `"system"`, or a raw `"prompt"` instead of `"user"`); prints one JSON line
+    /// per input line.
+    #[arg(long, value_name = "FILE")]
+    pub score_jsonl: Option<std::path::PathBuf>,
+}
+
+/// One line of `--score-jsonl`.
+#[derive(serde::Deserialize)]
+struct ScoreLine {
+    user: Option<String>,
+    system: Option<String>,
+    prompt: Option<String>,
+    continuation: String,
+}
+
+fn chat_prompt(user: String, system: Option<String>) -> Prompt {
+    let mut msgs: Vec<Message> = system.into_iter().map(Message::system).collect();
+    msgs.push(Message::user(user));
+    Prompt::Chat(msgs)
+}
+
+fn score_lines(llm: &mut CandleLlm, file: &std::path::Path) -> Result<()> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let at = || format!("{}:{}", file.display(), n + 1);
+        let l: ScoreLine = serde_json::from_str(line).with_context(at)?;
+        let prompt = match (l.prompt, l.user) {
+            (Some(raw), None) => Prompt::Text(raw),
+            (None, Some(user)) => chat_prompt(user, l.system),
+            _ => anyhow::bail!("{}: give exactly one of \"prompt\" and \"user\"", at()),
+        };
+        let scored = llm.score(&prompt, &l.continuation).with_context(at)?;
+        println!("{}", serde_json::to_string(&scored)?);
+    }
+    Ok(())
 }
 
 pub fn run(args: LlmArgs) -> Result<()> {
     let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    if let Some(file) = &args.score_jsonl {
+        return score_lines(&mut llm, file);
+    }
+    let text = args.prompt.unwrap_or_default();
     let prompt = if args.raw {
-        Prompt::Text(args.prompt)
+        Prompt::Text(text)
     } else {
-        let mut msgs: Vec<Message> = args.system.into_iter().map(Message::system).collect();
-        msgs.push(Message::user(args.prompt));
-        Prompt::Chat(msgs)
+        chat_prompt(text, args.system)
     };
+    if let Some(continuation) = &args.score {
+        let scored = llm.score(&prompt, continuation)?;
+        println!("{}", serde_json::to_string(&scored)?);
+        return Ok(());
+    }
     let mut req = GenerateRequest::new(prompt);
     req.max_new_tokens = args.max_tokens;
     req.stop = args.stop;

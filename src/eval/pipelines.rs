@@ -16,7 +16,7 @@ use super::tasks::Requirement;
 use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
-use crate::generate::{LocalContext, Target};
+use crate::generate::{GenerateOptions, LocalContext, PromptFormat, Target};
 use crate::llm::{LlmOptions, SharedLlm};
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
@@ -61,6 +61,8 @@ pub struct Settings {
     pub engine: Option<SharedLlm>,
     /// Reuse computed prompt prefixes (see [`LlmOptions::prefix_reuse`]).
     pub prefix_reuse: bool,
+    /// How generation prompts are laid out.
+    pub format: PromptFormat,
 }
 
 impl Settings {
@@ -77,6 +79,7 @@ impl Settings {
             vectors_dir: vectors_dir.to_path_buf(),
             engine: None,
             prefix_reuse: true,
+            format: PromptFormat::default(),
         }
     }
 
@@ -93,6 +96,9 @@ impl Settings {
         let mut out = name.to_string();
         if !self.local {
             out.push_str("-nolocal");
+        }
+        if self.format != PromptFormat::default() {
+            out.push_str(&format!("-{}", self.format.name()));
         }
         if !self.grounding {
             out.push_str("-nogrounding");
@@ -171,6 +177,10 @@ impl Pipeline {
                 local: settings.local,
                 grounding: settings.grounding,
                 samples: settings.samples,
+                generation: GenerateOptions {
+                    format: settings.format,
+                    ..GenerateOptions::default()
+                },
                 dy: DyOptions {
                     expand: settings.expand,
                     anchored: !settings.paper_walk,

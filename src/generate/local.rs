@@ -25,6 +25,8 @@ const MAX_LINE_CHARS: usize = 240;
 #[derive(Debug, Clone)]
 pub struct LocalView {
     lang: Lang,
+    /// The repository's folder name (the model's repository layout names it).
+    repo: String,
     path: String,
     name: String,
     /// The masked file's lines (the target's own line range is not among them).
@@ -51,6 +53,17 @@ pub struct LocalContext {
     pub text: String,
     pub lines_shown: usize,
     pub lines_total: usize,
+    /// Byte range of the line in `text` that marks the target's place.
+    #[serde(skip)]
+    pub marker: (usize, usize),
+}
+
+impl LocalContext {
+    /// The text before and after the target's place (its marker line left out).
+    pub fn around_target(&self) -> (&str, &str) {
+        let (start, end) = self.marker;
+        (&self.text[..start], &self.text[end..])
+    }
 }
 
 impl LocalView {
@@ -90,8 +103,14 @@ impl LocalView {
         });
         let order = priorities(&stmts, class, anchor, lines.len());
         let near = by_distance(anchor, lines.len());
+        let repo = view
+            .root()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         Some(LocalView {
             lang: target.lang,
+            repo,
             path: target.path.clone(),
             name: target.name.clone(),
             lines,
@@ -101,6 +120,10 @@ impl LocalView {
             near,
             class: class.and_then(|i| stmts[i].name.clone()),
         })
+    }
+
+    pub fn repo_name(&self) -> &str {
+        &self.repo
     }
 
     /// The file shown within `budget_chars`: ranges in priority order while they fit, rendered
@@ -142,14 +165,17 @@ impl LocalView {
         );
         let mut out = String::new();
         let mut gap = false;
+        let mut marker_at = (0, 0);
         for (i, line) in self.lines.iter().enumerate() {
             if i == self.anchor {
                 if gap {
                     out.push_str(&elision(comment, self.indent));
                     gap = false;
                 }
+                marker_at.0 = out.len();
                 out.push_str(&marker);
                 out.push('\n');
+                marker_at.1 = out.len();
                 continue;
             }
             if !shown[i] {
@@ -167,8 +193,10 @@ impl LocalView {
             if gap {
                 out.push_str(&elision(comment, self.indent));
             }
+            marker_at.0 = out.len();
             out.push_str(&marker);
             out.push('\n');
+            marker_at.1 = out.len();
         } else if gap {
             out.push_str(&elision(comment, 0));
         }
@@ -179,6 +207,7 @@ impl LocalView {
             lines_shown: shown.iter().filter(|s| **s).count(),
             // The anchor line is the target's place, not code.
             lines_total: self.lines.len() - usize::from(self.anchor < self.lines.len()),
+            marker: marker_at,
         }
     }
 }
@@ -318,6 +347,17 @@ mod tests {
             .contains("    # >>> `area` goes here (write it) <<<\n"));
         assert_eq!(whole.class.as_deref(), Some("Shape"));
         assert_eq!(whole.lines_shown, whole.lines_total);
+        // Around the target: everything but the marker line, cut there.
+        let (before, after) = whole.around_target();
+        assert!(
+            before.ends_with("Shape(self.w * k, self.h * k)\n\n"),
+            "{before}"
+        );
+        assert!(after.starts_with("\n    def perimeter(self):"), "{after}");
+        assert_eq!(
+            format!("{before}    # >>> `area` goes here (write it) <<<\n{after}"),
+            whole.text
+        );
 
         // A tight budget keeps imports, the class header, attributes and the neighbours, and
         // marks the gaps.

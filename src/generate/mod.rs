@@ -162,6 +162,7 @@ pub struct GenerateOptions {
     pub local_budget: usize,
     pub max_new_tokens: usize,
     pub sampling: Sampling,
+    pub format: PromptFormat,
 }
 
 impl Default for GenerateOptions {
@@ -171,6 +172,30 @@ impl Default for GenerateOptions {
             local_budget: 2048,
             max_new_tokens: MAX_NEW_TOKENS,
             sampling: Sampling::Greedy,
+            format: PromptFormat::default(),
+        }
+    }
+}
+
+/// How the generation prompt is laid out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptFormat {
+    /// A chat turn (retrieved code, the target's file, the request); the model answers with
+    /// the whole function.
+    #[default]
+    Chat,
+    /// Fill-in-the-middle in the model's repository layout: retrieved code as other files,
+    /// then the target's file around its header and docstring; the model writes the body.
+    /// Python only (Java is asked in chat).
+    Infill,
+}
+
+impl PromptFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptFormat::Chat => "chat",
+            PromptFormat::Infill => "infill",
         }
     }
 }
@@ -187,15 +212,16 @@ const CHARS_PER_TOKEN: usize = 3;
 pub struct Generation {
     pub completion: Completion,
     pub prompt: String,
+    pub format: PromptFormat,
     /// Context snippets left out to stay within the budget (qualified names).
     pub dropped: Vec<String>,
     /// The target's file as the prompt showed it.
     pub local: Option<LocalContext>,
     pub raw_answer: String,
     pub response: GenerateResponse,
-    /// The conversation that produced the answer (for a repair round).
+    /// The request that produced the answer (for a repair round or another sample).
     #[serde(skip)]
-    pub messages: Vec<Message>,
+    pub request: GenerateRequest,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +234,8 @@ pub enum GenerateError {
     NotSource(String),
     #[error("the signature for {0} has no function definition")]
     BadSignature(String),
+    #[error("a repair round needs a chat prompt")]
+    NoConversation,
     #[error("{0} (raw answer: {1:?})")]
     Postprocess(PostprocessError, String),
 }
@@ -221,28 +249,43 @@ pub fn generate(
     context: &[ContextSnippet],
     options: &GenerateOptions,
 ) -> Result<Generation, GenerateError> {
+    let format = match (options.format, target.lang) {
+        // Java's body ends at a brace, not at an indentation: it is asked for in chat.
+        (PromptFormat::Infill, Lang::Python) => PromptFormat::Infill,
+        _ => PromptFormat::Chat,
+    };
     let target_text = target.prompt_text();
     let mut kept = context.len();
     let mut local_chars = options.local_budget * CHARS_PER_TOKEN;
-    let (messages, shown) = loop {
+    let (prompt, shown) = loop {
         let shown = local
             .filter(|_| local_chars > 0)
             .map(|l| l.render(local_chars));
-        let block = prompts::context_block(target.lang, &context[..kept]);
-        let user = prompts::generation_request(
-            target.lang,
-            &target.path,
-            &target_text,
-            &block,
-            shown.as_ref().map(|l| l.text.as_str()),
-        );
-        let messages = vec![
-            Message::system(prompts::system(target.lang)),
-            Message::user(user),
-        ];
-        let tokens = llm.count_tokens(&Prompt::Chat(messages.clone()))?;
+        let prompt = match format {
+            PromptFormat::Chat => {
+                let block = prompts::context_block(target.lang, &context[..kept]);
+                let user = prompts::generation_request(
+                    target.lang,
+                    &target.path,
+                    &target_text,
+                    &block,
+                    shown.as_ref().map(|l| l.text.as_str()),
+                );
+                Prompt::Chat(vec![
+                    Message::system(prompts::system(target.lang)),
+                    Message::user(user),
+                ])
+            }
+            PromptFormat::Infill => Prompt::Text(prompts::infill(
+                target,
+                local.map(|l| l.repo_name()),
+                &context[..kept],
+                shown.as_ref(),
+            )),
+        };
+        let tokens = llm.count_tokens(&prompt)?;
         if tokens <= options.prompt_budget {
-            break (messages, shown);
+            break (prompt, shown);
         }
         if kept > 0 {
             kept -= 1;
@@ -259,12 +302,19 @@ pub fn generate(
         }
     };
     let dropped = context[kept..].iter().map(|s| s.qualname.clone()).collect();
-    answer(llm, target, messages, dropped, shown, options)
+    let mut request = GenerateRequest::new(prompt);
+    request.max_new_tokens = options.max_new_tokens;
+    request.sampling = options.sampling;
+    if format == PromptFormat::Infill {
+        request.until_dedent = Some(target.indent);
+    }
+    let response = llm.generate(&request)?;
+    finish(target, format, request, dropped, shown, response)
 }
 
-/// Another answer to `first`'s conversation: a repair round (its answer, then `request`, what
-/// was wrong with it: the model answers again in full), or a sample drawn with `sampling` (a
-/// candidate for the names check).
+/// Another answer to `first`'s prompt: a repair round (its answer, then `request`, what was
+/// wrong with it: the model answers again in full; chat prompts only), or a sample drawn with
+/// `sampling` (a candidate for the names check).
 #[derive(Debug, Clone)]
 pub enum Retry {
     Repair(String),
@@ -272,92 +322,83 @@ pub enum Retry {
 }
 
 /// The answers to `retries` of `first`, in order, decoded together (one pass over the weights
-/// serves them all; the shared conversation is computed once).
+/// serves them all; the shared prompt is computed once).
 pub fn retry(
     llm: &mut dyn Llm,
     target: &Target,
     first: &Generation,
     retries: &[Retry],
-    options: &GenerateOptions,
 ) -> Vec<Result<Generation, GenerateError>> {
-    let conversations: Vec<(Vec<Message>, Sampling)> = retries
+    let requests: Vec<Result<GenerateRequest, GenerateError>> = retries
         .iter()
-        .map(|r| match r {
-            Retry::Repair(request) => {
-                let mut messages = first.messages.clone();
-                messages.push(Message::assistant(first.raw_answer.clone()));
-                messages.push(Message::user(request));
-                (messages, options.sampling)
+        .map(|r| {
+            let mut request = first.request.clone();
+            match (r, &mut request.prompt) {
+                (Retry::Repair(text), Prompt::Chat(messages)) => {
+                    messages.push(Message::assistant(first.raw_answer.clone()));
+                    messages.push(Message::user(text));
+                }
+                (Retry::Repair(_), _) => return Err(GenerateError::NoConversation),
+                (Retry::Sample(sampling), _) => request.sampling = *sampling,
             }
-            Retry::Sample(sampling) => (first.messages.clone(), *sampling),
+            Ok(request)
         })
         .collect();
-    let requests: Vec<GenerateRequest> = conversations
-        .iter()
-        .map(|(messages, sampling)| {
-            request(
-                messages,
-                &GenerateOptions {
-                    sampling: *sampling,
-                    ..options.clone()
-                },
-            )
-        })
-        .collect();
-    llm.generate_batch(&requests)
+    let valid: Vec<GenerateRequest> = requests.iter().flatten().cloned().collect();
+    let mut responses = llm.generate_batch(&valid).into_iter();
+    requests
         .into_iter()
-        .zip(conversations)
-        .map(|(response, (messages, _))| {
+        .map(|request| {
+            let request = request?;
+            let response = responses.next().expect("one response per request")?;
             finish(
                 target,
-                messages,
+                first.format,
+                request,
                 first.dropped.clone(),
                 first.local.clone(),
-                response?,
+                response,
             )
         })
         .collect()
 }
 
-fn request(messages: &[Message], options: &GenerateOptions) -> GenerateRequest {
-    let mut request = GenerateRequest::new(Prompt::Chat(messages.to_vec()));
-    request.max_new_tokens = options.max_new_tokens;
-    request.sampling = options.sampling;
-    request
-}
-
-fn answer(
-    llm: &mut dyn Llm,
-    target: &Target,
-    messages: Vec<Message>,
-    dropped: Vec<String>,
-    local: Option<LocalContext>,
-    options: &GenerateOptions,
-) -> Result<Generation, GenerateError> {
-    let response = llm.generate(&request(&messages, options))?;
-    finish(target, messages, dropped, local, response)
-}
-
-/// The generation a response gives: the function cut from the answer, with the prompt it came
-/// from.
+/// The generation a response gives: the function cut from the answer (an infilled body goes
+/// under the target's header and docstring), with the prompt it came from.
 fn finish(
     target: &Target,
-    messages: Vec<Message>,
+    format: PromptFormat,
+    request: GenerateRequest,
     dropped: Vec<String>,
     local: Option<LocalContext>,
     response: GenerateResponse,
 ) -> Result<Generation, GenerateError> {
-    let prompt = Prompt::Chat(messages.clone());
-    let completion = complete_function(&response.text, &target.shape())
+    let answer = match format {
+        PromptFormat::Chat => response.text.clone(),
+        // The header and docstring come from the prompt: without a body there is no answer.
+        PromptFormat::Infill if response.text.trim().is_empty() => {
+            return Err(GenerateError::Postprocess(
+                PostprocessError::Empty,
+                response.text,
+            ))
+        }
+        PromptFormat::Infill => postprocess::dedent(&format!(
+            "{}{}",
+            prompts::infill_header(target),
+            response.text
+        )),
+    };
+    let completion = complete_function(&answer, &target.shape())
         .map_err(|e| GenerateError::Postprocess(e, response.text.clone()))?;
     Ok(Generation {
         completion,
-        prompt: prompt_text(&prompt),
+        prompt: prompt_text(&request.prompt),
+        format,
         dropped,
         local,
         raw_answer: response.text.clone(),
         response,
-        messages,
+        request,
     })
 }
 

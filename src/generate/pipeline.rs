@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::grounding::{self, Grounding};
 use super::postprocess::dedent;
 use super::{
-    generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView, Retry,
-    Target,
+    generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView,
+    PromptFormat, Retry, Target,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
@@ -319,7 +319,12 @@ pub fn run(
         if let Some(request) = grounding::repair_request(&first) {
             // The repair round and the samples decode together; a sample counts only while the
             // answer kept so far (the repair's, when it has fewer problems) still has some.
-            let mut retries = vec![Retry::Repair(request)];
+            // An infilled body has no conversation to repair: only samples are drawn.
+            let repair = generation.format == PromptFormat::Chat;
+            let mut retries = Vec::new();
+            if repair {
+                retries.push(Retry::Repair(request));
+            }
             retries.extend((1..=opts.samples as u64).map(|seed| {
                 Retry::Sample(Sampling::Sample {
                     temperature: SAMPLE_TEMPERATURE,
@@ -327,8 +332,9 @@ pub fn run(
                     seed,
                 })
             }));
-            let mut answers = retry(llm, target, &original, &retries, &opts.generation).into_iter();
-            match answers.next() {
+            let mut answers = retry(llm, target, &original, &retries).into_iter();
+            let repaired = if repair { answers.next() } else { None };
+            match repaired {
                 Some(Ok(second)) => {
                     let r = &second.response;
                     checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);

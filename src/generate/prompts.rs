@@ -1,5 +1,6 @@
 //! Every prompt template of the generation step, in one place so it can be read and tuned.
 
+use super::{postprocess, LocalContext, Target};
 use crate::repo::Lang;
 
 /// A function (or slice) shown to the model as context; `code` is dedented as a whole.
@@ -82,4 +83,106 @@ pub fn generation_request(
         target.trim_end()
     ));
     out
+}
+
+/// The fill-in-the-middle prompt in Qwen2.5-Coder's repository layout: the retrieved snippets
+/// as the files they come from (the most useful last, nearest the target), then the target's
+/// file cut at its place, the prefix ending with the target's header and docstring. Snippets of
+/// the target's own file are left out when `local` shows that file.
+pub fn infill(
+    target: &Target,
+    repo: Option<&str>,
+    context: &[ContextSnippet],
+    local: Option<&LocalContext>,
+) -> String {
+    let mut files: Vec<(&str, Vec<&ContextSnippet>)> = Vec::new();
+    for s in context.iter().rev() {
+        if local.is_some() && s.path == target.path {
+            continue;
+        }
+        match files.iter_mut().find(|(path, _)| *path == s.path) {
+            Some((_, group)) => group.push(s),
+            None => files.push((&s.path, vec![s])),
+        }
+    }
+    // A file's place is that of its most useful snippet.
+    files.sort_by_key(|(path, _)| std::cmp::Reverse(context.iter().position(|s| s.path == *path)));
+    let comment = comment(target.lang);
+    let mut out = String::new();
+    if let Some(repo) = repo {
+        out.push_str(&format!("<|repo_name|>{repo}\n"));
+    }
+    for (path, mut group) in files {
+        group.sort_by_key(|s| s.start_line);
+        let code: Vec<&str> = group.iter().map(|s| s.code.trim_end()).collect();
+        out.push_str(&format!(
+            "<|file_sep|>{path}\n{comment} ...\n{}\n{comment} ...\n",
+            code.join(&format!("\n\n{comment} ...\n\n"))
+        ));
+    }
+    let (before, after) = local.map_or(("", ""), |l| l.around_target());
+    out.push_str(&format!(
+        "<|file_sep|>{}\n<|fim_prefix|>{before}{}<|fim_suffix|>{after}<|fim_middle|>",
+        target.path,
+        infill_header(target)
+    ));
+    out
+}
+
+/// The target's header and docstring at its place in the file, as an infilled body follows it.
+pub fn infill_header(target: &Target) -> String {
+    postprocess::indent(&target.prompt_text(), &" ".repeat(target.indent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snippet(path: &str, line: usize, code: &str) -> ContextSnippet {
+        ContextSnippet {
+            qualname: format!("{path}:{line}"),
+            path: path.into(),
+            start_line: line,
+            code: code.into(),
+        }
+    }
+
+    #[test]
+    fn an_infill_prompt_puts_the_best_file_last_and_the_target_header_before_the_hole() {
+        let target = Target::from_signature(
+            "pkg/shapes.py",
+            "    def area(self):\n        \"\"\"The area.\"\"\"\n",
+        )
+        .unwrap();
+        // Most useful first: b.py's snippet, then a.py's two (out of line order), then one of
+        // the target's own file.
+        let context = [
+            snippet("pkg/b.py", 3, "def best():\n    pass\n"),
+            snippet("pkg/a.py", 20, "def later():\n    pass\n"),
+            snippet("pkg/shapes.py", 1, "def own():\n    pass\n"),
+            snippet("pkg/a.py", 5, "def earlier():\n    pass\n"),
+        ];
+        let text = "class Shape:\n    # >>> `area` goes here (write it) <<<\n    def p(self):\n";
+        let local = LocalContext {
+            text: text.into(),
+            marker: (13, 55),
+            ..LocalContext::default()
+        };
+        let prompt = infill(&target, Some("proj"), &context, Some(&local));
+        assert_eq!(
+            prompt,
+            "<|repo_name|>proj\n\
+             <|file_sep|>pkg/a.py\n# ...\ndef earlier():\n    pass\n\n# ...\n\ndef later():\n    pass\n# ...\n\
+             <|file_sep|>pkg/b.py\n# ...\ndef best():\n    pass\n# ...\n\
+             <|file_sep|>pkg/shapes.py\n<|fim_prefix|>class Shape:\n    def area(self):\n        \
+             \"\"\"\n        The area.\n        \"\"\"\n<|fim_suffix|>    def p(self):\n<|fim_middle|>"
+        );
+        // Without the file, its own snippets stay and the hole has nothing around it.
+        let bare = infill(&target, None, &context[2..3], None);
+        assert!(
+            bare.starts_with("<|file_sep|>pkg/shapes.py\n# ...\ndef own():"),
+            "{bare}"
+        );
+        assert!(bare.ends_with("<|fim_prefix|>    def area(self):\n        \"\"\"\n        The area.\n        \"\"\"\n<|fim_suffix|><|fim_middle|>"), "{bare}");
+    }
 }

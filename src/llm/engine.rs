@@ -14,7 +14,9 @@ use super::qwen::{argmax, Arch, KvCache, QwenConfig, QwenModel, EXACT_ROWS};
 use super::sample::{argmax_where, sample};
 use super::token_bytes::TokenBytes;
 use super::{chatml, fim_prompt};
-use super::{FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Sampling};
+use super::{
+    FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Sampling, Scored,
+};
 use crate::repo::lang::lexical::{first_statement, opens_aside};
 use crate::repo::model::Lang;
 
@@ -134,6 +136,33 @@ fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
     let text = std::str::from_utf8(text).ok()?;
     let first = first_statement(text, lang);
     (first.len() < text.len()).then_some(first.len())
+}
+
+/// Byte offset of the first line of `text` that starts with code at column `col` or left of
+/// it (blank lines don't count); `None` while no such line is known.
+fn block_end(text: &[u8], col: usize) -> Option<usize> {
+    let mut start = 0;
+    loop {
+        let line = &text[start..];
+        let indent = line
+            .iter()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+        match line.get(indent) {
+            None => return None,
+            Some(b'\n' | b'\r') => {}
+            Some(_) if indent <= col => return Some(start),
+            Some(_) => {}
+        }
+        start += line.iter().position(|&b| b == b'\n')? + 1;
+    }
+}
+
+/// `ln softmax(logits)[i]`, computed stably in f64.
+fn log_softmax_at(logits: &[f32], i: usize) -> f64 {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) as f64;
+    let sum: f64 = logits.iter().map(|&x| (x as f64 - max).exp()).sum();
+    logits[i] as f64 - max - sum.ln()
 }
 
 /// The next token: the model's choice if `allowed` (when given) accepts it, else the best
@@ -451,6 +480,9 @@ impl CandleLlm {
             .until_statement
             .and_then(|lang| statement_end(&a.out, lang))
         {
+            a.out.truncate(cut);
+            return Some(FinishReason::Stop);
+        } else if let Some(cut) = a.req.until_dedent.and_then(|col| block_end(&a.out, col)) {
             a.out.truncate(cut);
             return Some(FinishReason::Stop);
         }
@@ -786,6 +818,50 @@ impl Llm for CandleLlm {
         Ok(self.encode(&self.render(prompt)?)?.len())
     }
 
+    fn score(&mut self, prompt: &Prompt, continuation: &str) -> Result<Scored, LlmError> {
+        let ids = self.encode(&self.render(prompt)?)?;
+        let cont = self.encode(continuation)?;
+        if ids.is_empty() || cont.is_empty() {
+            return Err(LlmError::InvalidRequest(
+                "scoring needs a prompt and a continuation".into(),
+            ));
+        }
+        let window = self.model.config().context_length;
+        if ids.len() + cont.len() > window {
+            return Err(LlmError::PromptTooLong {
+                tokens: ids.len() + cont.len(),
+                window,
+                model: self.name.clone(),
+            });
+        }
+        let reuse = if self.prefix_reuse {
+            common_prefix(&self.cached, &ids).min(ids.len() - 1)
+        } else {
+            0
+        };
+        self.model.truncate_kv(reuse);
+        self.cached.truncate(reuse);
+        // The prompt's last logits predict the first token; the continuation's own rows
+        // (all but its last token) predict the rest.
+        let last = self.model.forward(&ids[reuse..], false)?;
+        self.cached.extend_from_slice(&ids[reuse..]);
+        let mut rows: Vec<Vec<f32>> = vec![last.flatten_all()?.to_vec1()?];
+        if cont.len() > 1 {
+            let rest = self.model.forward(&cont[..cont.len() - 1], true)?;
+            self.cached.extend_from_slice(&cont[..cont.len() - 1]);
+            rows.extend(rest.to_vec2::<f32>()?);
+        }
+        let logprob = rows
+            .iter()
+            .zip(&cont)
+            .map(|(row, &tok)| log_softmax_at(row, tok as usize))
+            .sum();
+        Ok(Scored {
+            logprob,
+            tokens: cont.len(),
+        })
+    }
+
     fn context_window(&self) -> usize {
         self.model.config().context_length
     }
@@ -821,6 +897,21 @@ mod tests {
             statement_end(&"x = 'é'\n".as_bytes()[..6], Lang::Python),
             None
         );
+    }
+
+    #[test]
+    fn a_block_ends_at_the_first_line_back_at_its_column() {
+        let body = b"        x = 1\n\n        if x:\n            y()\n";
+        // Still inside: blank lines and deeper lines; an indentation alone decides nothing.
+        assert_eq!(block_end(body, 4), None);
+        assert_eq!(block_end(b"        x = 1\n    ", 4), None);
+        // Code at the header's column or left of it ends the body there.
+        let mut next = body.to_vec();
+        next.extend_from_slice(b"    def g(self):");
+        assert_eq!(block_end(&next, 4), Some(body.len()));
+        assert_eq!(block_end(b"    x = 1\ny = 2", 0), Some(10));
+        // A first line already back at the column: the body is empty.
+        assert_eq!(block_end(b"    @property", 4), Some(0));
     }
 
     #[test]

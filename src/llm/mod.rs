@@ -111,6 +111,10 @@ pub struct GenerateRequest {
     /// its first non-blank token is code. A small model shown context as comments tends to
     /// copy that scaffolding on instead of completing the line.
     pub code_first: bool,
+    /// Stop before the first line that starts at this column or left of it: an infilled body
+    /// ends where the code around it resumes (the model does not end a fill-in-the-middle
+    /// answer by itself). The text is cut there. Ignored while a constraint is active.
+    pub until_dedent: Option<usize>,
     pub constraint: Option<Constraint>,
 }
 
@@ -124,9 +128,17 @@ impl GenerateRequest {
             stop: Vec::new(),
             until_statement: None,
             code_first: false,
+            until_dedent: None,
             constraint: None,
         }
     }
+}
+
+/// A continuation's log-probability under a prompt (see [`Llm::score`]).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Scored {
+    pub logprob: f64,
+    pub tokens: usize,
 }
 
 /// Why generation ended.
@@ -178,6 +190,15 @@ pub trait Llm: Send {
     }
     /// Tokens the prompt would take (after templating), for context budgeting.
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError>;
+    /// How likely the model finds `continuation` right after `prompt`: the natural-log
+    /// probability summed over its tokens (e.g. a docstring after a candidate function).
+    fn score(&mut self, prompt: &Prompt, continuation: &str) -> Result<Scored, LlmError> {
+        let _ = (prompt, continuation);
+        Err(LlmError::InvalidRequest(format!(
+            "{} does not score texts",
+            self.name()
+        )))
+    }
     /// Maximum prompt + generated tokens.
     fn context_window(&self) -> usize;
     /// Model name for reports.

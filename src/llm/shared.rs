@@ -8,13 +8,14 @@ use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
 
 use super::engine::{CandleLlm, Live};
-use super::{GenerateRequest, GenerateResponse, Llm, LlmError, Prompt};
+use super::{GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Scored};
 
 type Answers = Vec<Result<GenerateResponse, LlmError>>;
 
 enum Job {
     Generate(Vec<GenerateRequest>, Sender<Answers>),
     Count(Prompt, Sender<Result<usize, LlmError>>),
+    Score(Prompt, String, Sender<Result<Scored, LlmError>>),
 }
 
 /// A handle on an engine running on its own thread; the thread ends with the last handle.
@@ -74,6 +75,14 @@ impl Llm for SharedLlm {
         rx.recv().map_err(|_| Self::stopped())?
     }
 
+    fn score(&mut self, prompt: &Prompt, continuation: &str) -> Result<Scored, LlmError> {
+        let (tx, rx) = mpsc::channel();
+        self.jobs
+            .send(Job::Score(prompt.clone(), continuation.to_string(), tx))
+            .map_err(|_| Self::stopped())?;
+        rx.recv().map_err(|_| Self::stopped())?
+    }
+
     fn context_window(&self) -> usize {
         self.window
     }
@@ -107,6 +116,10 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
         match job {
             Some(Job::Count(prompt, reply)) => {
                 let _ = reply.send(llm.count_tokens(&prompt));
+            }
+            // Between decode steps, on the engine's own cache (answers in flight have theirs).
+            Some(Job::Score(prompt, continuation, reply)) => {
+                let _ = reply.send(llm.score(&prompt, &continuation));
             }
             Some(Job::Generate(requests, reply)) => {
                 let id = next_id;
