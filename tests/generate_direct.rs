@@ -218,6 +218,14 @@ fn direct_generation_with_the_default_model_writes_a_valid_target() {
     assert!(out.response.generated_tokens > 0 && out.response.generated_tokens <= 160);
 }
 
+/// The target with its file's view (the target hidden).
+fn iterate_path_in_its_file(repo: &Repository) -> (Target, LocalView) {
+    let id = resolve_target(repo, "walkway.pathops.iterate_path").unwrap();
+    let target = iterate_path_target(repo);
+    let local = LocalView::new(&MaskedView::new(repo, Some(id), false), &target).unwrap();
+    (target, local)
+}
+
 fn infill_options(max_new_tokens: usize) -> GenerateOptions {
     GenerateOptions {
         prompt_budget: 2048,
@@ -230,10 +238,7 @@ fn infill_options(max_new_tokens: usize) -> GenerateOptions {
 #[test]
 fn an_infilled_body_goes_under_the_targets_header_and_an_empty_one_is_an_error() {
     let repo = fixture();
-    let id = resolve_target(&repo, "walkway.pathops.iterate_path").unwrap();
-    let target = iterate_path_target(&repo);
-    let view = MaskedView::new(&repo, Some(id), false);
-    let local = LocalView::new(&view, &target).unwrap();
+    let (target, local) = iterate_path_in_its_file(&repo);
     let mut llm = Scripted {
         answer: "    return [path]\n".into(),
         prompts: Vec::new(),
@@ -269,10 +274,7 @@ fn an_infilled_body_goes_under_the_targets_header_and_an_empty_one_is_an_error()
 #[test]
 fn infilled_generation_with_the_default_model_writes_a_body_that_ends_with_the_function() {
     let repo = fixture();
-    let id = resolve_target(&repo, "walkway.pathops.iterate_path").unwrap();
-    let target = iterate_path_target(&repo);
-    let view = MaskedView::new(&repo, Some(id), false);
-    let local = LocalView::new(&view, &target).unwrap();
+    let (target, local) = iterate_path_in_its_file(&repo);
     let mut llm = CandleLlm::load(DEFAULT_GENERATOR, &LlmOptions::default()).unwrap_or_else(|e| {
         panic!("the default model is needed ({e}); run `repohop models fetch`")
     });

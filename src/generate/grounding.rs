@@ -1661,8 +1661,28 @@ impl Flow<'_> {
         }
     }
 
-    fn field<'t>(node: Node<'t>, name: &str) -> Option<Node<'t>> {
-        node.child_by_field_name(name)
+    fn expr_at(&mut self, node: Node, field: &str, sure: bool) {
+        if let Some(c) = node.child_by_field_name(field) {
+            self.expr(c, sure);
+        }
+    }
+
+    fn stmt_at(&mut self, node: Node, field: &str, sure: bool) {
+        if let Some(c) = node.child_by_field_name(field) {
+            self.stmt(c, sure);
+        }
+    }
+
+    fn block_at(&mut self, node: Node, field: &str, sure: bool) {
+        if let Some(c) = node.child_by_field_name(field) {
+            self.block(c, sure);
+        }
+    }
+
+    fn bind_at(&mut self, node: Node, field: &str) {
+        if let Some(c) = node.child_by_field_name(field) {
+            self.bind(c, false);
+        }
     }
 
     fn stmt(&mut self, node: Node, sure: bool) {
@@ -1672,51 +1692,33 @@ impl Flow<'_> {
         self.depth += 1;
         match node.kind() {
             "function_definition" | "class_definition" => {
-                if let Some(n) = Self::field(node, "name") {
+                if let Some(n) = node.child_by_field_name("name") {
                     self.bound.insert(text(self.src, n).to_string());
                 }
             }
             "decorated_definition" => {
-                if let Some(d) = Self::field(node, "definition") {
-                    self.stmt(d, sure);
-                }
+                self.stmt_at(node, "definition", sure);
             }
             "import_statement" | "import_from_statement" | "future_import_statement" => {
                 self.bind(node, true)
             }
             "global_statement" | "nonlocal_statement" => {}
             "if_statement" => {
-                if let Some(c) = Self::field(node, "condition") {
-                    self.expr(c, sure);
-                }
+                self.expr_at(node, "condition", sure);
                 for c in named_children(node).into_iter().skip(1) {
                     self.stmt(c, false);
                 }
             }
             "for_statement" => {
-                if let Some(r) = Self::field(node, "right") {
-                    self.expr(r, sure);
-                }
-                if let Some(l) = Self::field(node, "left") {
-                    self.bind(l, false);
-                }
-                if let Some(b) = Self::field(node, "body") {
-                    self.block(b, sure);
-                }
-                if let Some(a) = Self::field(node, "alternative") {
-                    self.stmt(a, false);
-                }
+                self.expr_at(node, "right", sure);
+                self.bind_at(node, "left");
+                self.block_at(node, "body", sure);
+                self.stmt_at(node, "alternative", false);
             }
             "while_statement" => {
-                if let Some(c) = Self::field(node, "condition") {
-                    self.expr(c, sure);
-                }
-                if let Some(b) = Self::field(node, "body") {
-                    self.block(b, sure);
-                }
-                if let Some(a) = Self::field(node, "alternative") {
-                    self.stmt(a, false);
-                }
+                self.expr_at(node, "condition", sure);
+                self.block_at(node, "body", sure);
+                self.stmt_at(node, "alternative", false);
             }
             "try_statement" => {
                 for c in named_children(node) {
@@ -1737,44 +1739,26 @@ impl Flow<'_> {
                 }
             }
             "except_clause" | "except_group_clause" => {
+                // The exception type, and `as name` as in a `with` item.
                 for c in named_children(node) {
-                    match c.kind() {
-                        "block" => self.block(c, sure),
-                        "as_pattern" => {
-                            for v in named_children(c) {
-                                if v.kind() == "as_pattern_target" {
-                                    self.bind(v, false);
-                                } else {
-                                    self.expr(v, sure);
-                                }
-                            }
-                        }
-                        _ => self.expr(c, sure),
+                    if c.kind() == "block" {
+                        self.block(c, sure);
+                    } else {
+                        self.with_items(c, sure);
                     }
                 }
             }
             "elif_clause" => {
-                if let Some(c) = Self::field(node, "condition") {
-                    self.expr(c, sure);
-                }
-                if let Some(b) = Self::field(node, "consequence") {
-                    self.block(b, false);
-                }
+                self.expr_at(node, "condition", sure);
+                self.block_at(node, "consequence", false);
             }
             "else_clause" | "finally_clause" | "block" => self.block(node, sure),
             "match_statement" => {
-                if let Some(s) = Self::field(node, "subject") {
-                    self.expr(s, sure);
-                }
+                self.expr_at(node, "subject", sure);
                 // Cases bind and read under their patterns: counted as bound, never sure.
                 let mut b = Binder::new(self.src, None, false);
                 b.walk(node);
                 self.bound.extend(b.bound);
-            }
-            "expression_statement" => {
-                for c in named_children(node) {
-                    self.expr(c, sure);
-                }
             }
             _ => {
                 for c in named_children(node) {
@@ -1824,52 +1808,34 @@ impl Flow<'_> {
         match node.kind() {
             "identifier" => self.read(node, sure),
             "attribute" => {
-                if let Some(o) = Self::field(node, "object") {
-                    self.expr(o, sure);
-                }
+                self.expr_at(node, "object", sure);
             }
             "keyword_argument" => {
-                if let Some(v) = Self::field(node, "value") {
-                    self.expr(v, sure);
-                }
+                self.expr_at(node, "value", sure);
             }
             "assignment" => {
-                if let Some(r) = Self::field(node, "right") {
-                    self.expr(r, sure);
-                }
-                if let Some(l) = Self::field(node, "left") {
+                self.expr_at(node, "right", sure);
+                if let Some(l) = node.child_by_field_name("left") {
                     // An annotation alone (`x: int`) binds nothing.
-                    if Self::field(node, "right").is_some() {
+                    if node.child_by_field_name("right").is_some() {
                         self.bind(l, false);
                     }
                 }
             }
             "augmented_assignment" => {
-                if let Some(l) = Self::field(node, "left") {
-                    self.expr(l, sure);
-                }
-                if let Some(r) = Self::field(node, "right") {
-                    self.expr(r, sure);
-                }
-                if let Some(l) = Self::field(node, "left") {
-                    self.bind(l, false);
-                }
+                self.expr_at(node, "left", sure);
+                self.expr_at(node, "right", sure);
+                self.bind_at(node, "left");
             }
             "named_expression" => {
-                if let Some(v) = Self::field(node, "value") {
-                    self.expr(v, sure);
-                }
-                if let Some(n) = Self::field(node, "name") {
+                self.expr_at(node, "value", sure);
+                if let Some(n) = node.child_by_field_name("name") {
                     self.bound.insert(text(self.src, n).to_string());
                 }
             }
             "boolean_operator" => {
-                if let Some(l) = Self::field(node, "left") {
-                    self.expr(l, sure);
-                }
-                if let Some(r) = Self::field(node, "right") {
-                    self.expr(r, false);
-                }
+                self.expr_at(node, "left", sure);
+                self.expr_at(node, "right", false);
             }
             "conditional_expression" => {
                 let parts = named_children(node);
