@@ -265,6 +265,18 @@ fn an_infilled_body_goes_under_the_targets_header_and_an_empty_one_is_an_error()
         "{}",
         out.completion.function
     );
+    // A body started deeper than one level goes one level under the header all the same.
+    llm.answer =
+        "            if not path:\n                return []\n            return [path]\n".into();
+    let out =
+        generate::generate(&mut llm, &target, Some(&local), &[], &infill_options(64)).unwrap();
+    assert!(
+        out.completion
+            .function
+            .ends_with("\"\"\"\n    if not path:\n        return []\n    return [path]\n"),
+        "{}",
+        out.completion.function
+    );
     llm.answer = "\n  \n".into();
     let err =
         generate::generate(&mut llm, &target, Some(&local), &[], &infill_options(64)).unwrap_err();

@@ -382,10 +382,14 @@ fn finish(
                 response.text,
             ))
         }
+        // The body one level under the header, however deep the model started it.
         PromptFormat::Infill => postprocess::dedent(&format!(
             "{}{}",
             prompts::infill_header(target),
-            response.text
+            postprocess::indent(
+                &postprocess::dedent(&response.text),
+                &" ".repeat(target.indent + 4)
+            )
         )),
     };
     let completion = complete_function(&answer, &target.shape())
