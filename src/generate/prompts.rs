@@ -95,8 +95,9 @@ pub fn infill(
     context: &[ContextSnippet],
     local: Option<&LocalContext>,
 ) -> String {
+    // Files in the order of their most useful snippet (its first), then turned around.
     let mut files: Vec<(&str, Vec<&ContextSnippet>)> = Vec::new();
-    for s in context.iter().rev() {
+    for s in context {
         if local.is_some() && s.path == target.path {
             continue;
         }
@@ -105,8 +106,7 @@ pub fn infill(
             None => files.push((&s.path, vec![s])),
         }
     }
-    // A file's place is that of its most useful snippet.
-    files.sort_by_key(|(path, _)| std::cmp::Reverse(context.iter().position(|s| s.path == *path)));
+    files.reverse();
     let comment = comment(target.lang);
     let mut out = String::new();
     if let Some(repo) = repo {

@@ -500,6 +500,13 @@ impl CandleLlm {
     /// answer's first logits and prefill accounting.
     fn prefill(&mut self, ids: &[u32], a: &mut Answer) -> Result<(), LlmError> {
         let start = Instant::now();
+        let (logits, reuse) = self.compute_prompt(ids)?;
+        a.prefilled(logits, reuse, start)
+    }
+
+    /// Computes `ids` in the model's own cache past the prefix it already holds (at least the
+    /// last token, whose logits are returned), with how many tokens were reused.
+    fn compute_prompt(&mut self, ids: &[u32]) -> Result<(candle_core::Tensor, usize), LlmError> {
         let reuse = if self.prefix_reuse {
             common_prefix(&self.cached, ids).min(ids.len() - 1)
         } else {
@@ -509,7 +516,7 @@ impl CandleLlm {
         self.cached.truncate(reuse);
         let logits = self.model.forward(&ids[reuse..], false)?;
         self.cached.extend_from_slice(&ids[reuse..]);
-        a.prefilled(logits, reuse, start)
+        Ok((logits, reuse))
     }
 
     /// Computes the prompt `ids` into a cache of its own, starting from a copy of the longest
@@ -834,17 +841,9 @@ impl Llm for CandleLlm {
                 model: self.name.clone(),
             });
         }
-        let reuse = if self.prefix_reuse {
-            common_prefix(&self.cached, &ids).min(ids.len() - 1)
-        } else {
-            0
-        };
-        self.model.truncate_kv(reuse);
-        self.cached.truncate(reuse);
         // The prompt's last logits predict the first token; the continuation's own rows
         // (all but its last token) predict the rest.
-        let last = self.model.forward(&ids[reuse..], false)?;
-        self.cached.extend_from_slice(&ids[reuse..]);
+        let (last, _) = self.compute_prompt(&ids)?;
         let mut rows: Vec<Vec<f32>> = vec![last.flatten_all()?.to_vec1()?];
         if cont.len() > 1 {
             let rest = self.model.forward(&cont[..cont.len() - 1], true)?;
