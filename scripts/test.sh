@@ -15,4 +15,4 @@ export REPOHOP_REQUIRE_SANDBOX=${REPOHOP_REQUIRE_SANDBOX:-1}
 cargo test --all-targets
 # Again the kernel unit tests, on the portable kernels: on an AVX-512 machine the run above
 # covers only the AVX-512 ones. The tests check that each run took the path it asked for.
-REPOHOP_PORTABLE_KERNELS=1 cargo test --lib -- kernels:: quantized::
+REPOHOP_PORTABLE_KERNELS=1 cargo test --lib -- kernels:: quantized:: fused::

@@ -227,6 +227,14 @@ impl Bert {
         self.max_positions
     }
 
+    fn after_norm<'a>(&self, n: &'a Norm) -> ops::After<'a> {
+        ops::After::Norm {
+            gamma: &n.gamma,
+            beta: &n.beta,
+            eps: self.eps as f32,
+        }
+    }
+
     fn norm(&self, x: &Tensor, n: &Norm) -> Result<Tensor> {
         candle_nn::ops::layer_norm(x, &n.gamma, &n.beta, self.eps as f32)
     }
@@ -269,14 +277,17 @@ impl Bert {
                     .contiguous()?
                     .reshape((b * l, d))?
             };
-            x = self.norm(&(layer.attn_out.forward(&ctx)? + &x)?, &layer.attn_norm)?;
-            let up = layer.up.forward(&x)?;
+            x = layer
+                .attn_out
+                .forward_with(&ctx, Some(&x), self.after_norm(&layer.attn_norm))?;
             let act = match self.act {
-                Activation::GeluErf => kernels::gelu(&up)?,
-                Activation::GeluTanh => up.gelu()?,
-                Activation::Relu => up.relu()?,
+                Activation::GeluErf => layer.up.forward_with(&x, None, ops::After::Gelu)?,
+                Activation::GeluTanh => layer.up.forward(&x)?.gelu()?,
+                Activation::Relu => layer.up.forward(&x)?.relu()?,
             };
-            x = self.norm(&(layer.down.forward(&act)? + &x)?, &layer.out_norm)?;
+            x = layer
+                .down
+                .forward_with(&act, Some(&x), self.after_norm(&layer.out_norm))?;
         }
         x.reshape((b, l, d))
     }

@@ -1,16 +1,17 @@
-//! Hand-written CPU kernels for the encoder's hot spots, as candle custom ops (other devices
-//! use plain candle ops instead):
-//! - GELU with a vectorisable erf (candle's is a scalar libm-style call per element);
-//! - fused self-attention reading queries, keys and values straight out of the fused QKV
-//!   projection, one small single-threaded GEMM pair per (sequence, head) in parallel, softmax
-//!   with a vectorisable exp, and only over each sequence's real tokens (padding costs nothing).
+//! Hand-written CPU kernels for the encoder's hot spots (other devices use plain candle ops):
+//! - GELU with a vectorisable erf (candle's is a scalar libm-style call per element), and a
+//!   LayerNorm row, both run in place by the fused dense layers (`fused.rs`);
+//! - fused self-attention (a candle custom op) reading queries, keys and values straight out
+//!   of the fused QKV projection, one small single-threaded GEMM pair per (sequence, head) in
+//!   parallel, softmax with a vectorisable exp, and only over each sequence's real tokens
+//!   (padding costs nothing).
 //!
 //! The element-wise loops are compiled three times (AVX-512, AVX2+FMA, baseline) and picked at
 //! run time, so a generic build still uses the machine's widest vectors.
 
 use std::sync::OnceLock;
 
-use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, StorageRef, Tensor};
 use rayon::prelude::*;
 
 /// Whether `REPOHOP_PORTABLE_KERNELS=1` asks for the portable kernels: no CPU-specific code
@@ -111,10 +112,15 @@ pub fn erf(x: f32) -> f32 {
 
 /// e^x for x ≤ 0 (softmax after subtracting the row maximum), relative error ~2e-7:
 /// 2^n · p(r) with n = round(x / ln 2), r = x − n ln 2, p a degree-6 Taylor polynomial.
+/// No float-to-integer cast: Rust's saturating cast compiles to a scalar compare per lane,
+/// which kept the loops that call this from vectorising. Adding 1.5 · 2^23 instead rounds
+/// to an integer that the sum's low mantissa bits hold, and those bits make the exponent.
 #[inline(always)]
 pub fn exp_neg(x: f32) -> f32 {
+    const SHIFT: f32 = 12_582_912.0;
     let x = x.max(-87.0);
-    let n = (x * std::f32::consts::LOG2_E).round();
+    let t = x * std::f32::consts::LOG2_E + SHIFT;
+    let n = t - SHIFT;
     let r = n.mul_add(-0.693_145_75, x);
     let r = n.mul_add(-1.428_606_8e-6, r);
     let mut p = 1.0 / 720.0_f32;
@@ -124,24 +130,71 @@ pub fn exp_neg(x: f32) -> f32 {
     p = p.mul_add(r, 0.5);
     p = p.mul_add(r, 1.0);
     p = p.mul_add(r, 1.0);
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // t's bits are SHIFT's plus n (n ≥ −126 here), so this is the biased exponent n + 127.
+    p * f32::from_bits(t.to_bits().wrapping_sub(0x4B40_0000 - 127) << 23)
 }
 
-multiversion!(gelu_slice, (src: &[f32], dst: &mut [f32]), {
-    for (o, &x) in dst.iter_mut().zip(src) {
-        *o = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));
+multiversion!(pub(crate) gelu_in_place, (xs: &mut [f32]), {
+    for x in xs.iter_mut() {
+        *x = 0.5 * *x * (1.0 + erf(*x * std::f32::consts::FRAC_1_SQRT_2));
     }
 });
 
+// LayerNorm of one row in place: `(x − mean) / sqrt(var + eps) · gamma + beta`.
+multiversion!(pub(crate) layer_norm_row, (row: &mut [f32], gamma: &[f32], beta: &[f32], eps: f32), {
+    let n = row.len() as f32;
+    let mut sums = [0f32; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &x) in sums.iter_mut().zip(c) {
+            *s += x;
+        }
+    }
+    let mean = (sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>()) / n;
+    let mut sq = [0f32; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &x) in sq.iter_mut().zip(c) {
+            *s += (x - mean) * (x - mean);
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().map(|&x| (x - mean) * (x - mean)).sum();
+    let inv = 1.0 / ((sq.iter().sum::<f32>() + tail) / n + eps).sqrt();
+    for ((x, &g), &b) in row.iter_mut().zip(gamma).zip(beta) {
+        *x = (*x - mean) * inv * g + b;
+    }
+});
+
+/// Lanes of the softmax's reductions: one AVX-512 register. A float sum or maximum folded
+/// element by element is a chain the compiler may not reorder, which kept the whole loop
+/// scalar; sixteen independent partial results vectorise.
+const LANES: usize = 16;
+
 // In place: `row[j] = exp(row[j] - max)` over the row, then divided by the sum.
 multiversion!(pub(crate) softmax_row, (row: &mut [f32]), {
-    let max = row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    let mut sum = 0.0f32;
-    for x in row.iter_mut() {
+    let mut maxes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &x) in maxes.iter_mut().zip(c) {
+            *m = m.max(x);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let max = maxes.iter().fold(tail, |m, &x| m.max(x));
+    let mut sums = [0f32; LANES];
+    let mut chunks = row.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for (s, x) in sums.iter_mut().zip(c.iter_mut()) {
+            *x = exp_neg(*x - max);
+            *s += *x;
+        }
+    }
+    let mut sum = 0f32;
+    for x in chunks.into_remainder() {
         *x = exp_neg(*x - max);
         sum += *x;
     }
-    let inv = 1.0 / sum;
+    let inv = 1.0 / (sum + sums.iter().sum::<f32>());
     for x in row.iter_mut() {
         *x *= inv;
     }
@@ -203,6 +256,18 @@ pub(crate) unsafe fn matmul_into(
     }
 }
 
+/// The data of a contiguous f32 tensor on the CPU, borrowed from its storage guard.
+pub(crate) fn host_f32<'a>(guard: &'a StorageRef<'_>, layout: &Layout) -> Result<&'a [f32]> {
+    let candle_core::Storage::Cpu(cpu) = &**guard else {
+        bail!("expected a CPU tensor")
+    };
+    let data = cpu.as_slice::<f32>()?;
+    match layout.contiguous_offsets() {
+        Some((a, b)) => Ok(&data[a..b]),
+        None => bail!("expected a contiguous tensor"),
+    }
+}
+
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         bail!("{what}: expected f32")
@@ -210,32 +275,6 @@ fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
     match l.contiguous_offsets() {
         Some((a, b)) => Ok(&data[a..b]),
         None => bail!("{what}: expected a contiguous tensor"),
-    }
-}
-
-struct Gelu;
-
-impl CustomOp1 for Gelu {
-    fn name(&self) -> &'static str {
-        "gelu-erf-vectorised"
-    }
-
-    fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
-        let src = cpu_f32(s, l, "gelu")?;
-        let mut dst = vec![0f32; src.len()];
-        dst.par_chunks_mut(1 << 14)
-            .zip(src.par_chunks(1 << 14))
-            .for_each(|(d, s)| gelu_slice(s, d));
-        Ok((CpuStorage::F32(dst), l.shape().clone()))
-    }
-}
-
-/// GELU (erf form): the vectorised kernel on CPU f32, candle's op elsewhere.
-pub fn gelu(x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
-        x.contiguous()?.apply_op1_no_bwd(&Gelu)
-    } else {
-        x.gelu_erf()
     }
 }
 
@@ -405,11 +444,32 @@ mod tests {
     }
 
     #[test]
+    fn softmax_rows_of_any_length_match_a_double_precision_softmax() {
+        assert_dispatch_follows_env();
+        for n in [1usize, 5, 16, 17, 40, 257] {
+            let row: Vec<f32> = (0..n).map(|i| ((i * 37 % 11) as f32 - 5.0) * 1.7).collect();
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &x| m.max(x as f64));
+            let exps: Vec<f64> = row.iter().map(|&x| (x as f64 - max).exp()).collect();
+            let sum: f64 = exps.iter().sum();
+            let mut got = row.clone();
+            softmax_row(&mut got);
+            for (g, e) in got.iter().zip(&exps) {
+                assert!(
+                    (*g as f64 - e / sum).abs() < 1e-6,
+                    "n {n}: {g} vs {}",
+                    e / sum
+                );
+            }
+        }
+    }
+
+    #[test]
     fn gelu_matches_candle() {
         assert_dispatch_follows_env();
         let xs: Vec<f32> = (-500..500).map(|i| i as f32 / 50.0).collect();
         let t = Tensor::new(xs.as_slice(), &candle_core::Device::Cpu).unwrap();
-        let a = gelu(&t).unwrap().to_vec1::<f32>().unwrap();
+        let mut a = xs.clone();
+        gelu_in_place(&mut a);
         let b = t.gelu_erf().unwrap().to_vec1::<f32>().unwrap();
         for (x, y) in a.iter().zip(&b) {
             assert!((x - y).abs() < 1e-6, "{x} vs {y}");

@@ -1,7 +1,10 @@
 //! Building blocks shared by the networks: linear layers with pre-transposed weights, and
 //! attention over candle ops.
 
-use candle_core::{Result, Tensor, D};
+use candle_core::{DType, Result, Tensor, D};
+
+use super::fused;
+pub use super::fused::After;
 
 use super::weights::Weights;
 use super::EmbedError;
@@ -63,10 +66,31 @@ impl Linear {
 
     /// `x`: (rows, in) → (rows, out).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.matmul(&self.w)?;
-        match &self.b {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
+        self.forward_with(x, None, After::Nothing)
+    }
+
+    /// `after(x W + b + residual)`: one fused pass on the CPU, candle ops elsewhere.
+    pub fn forward_with(
+        &self,
+        x: &Tensor,
+        residual: Option<&Tensor>,
+        after: After,
+    ) -> Result<Tensor> {
+        let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+        if f32_cpu(x) && f32_cpu(&self.w) && x.rank() == 2 {
+            return fused::dense(&x.contiguous()?, &self.w, self.b.as_ref(), residual, after);
+        }
+        let mut y = x.matmul(&self.w)?;
+        if let Some(b) = &self.b {
+            y = y.broadcast_add(b)?;
+        }
+        if let Some(r) = residual {
+            y = (y + r)?;
+        }
+        match after {
+            After::Nothing => Ok(y),
+            After::Gelu => y.gelu_erf(),
+            After::Norm { gamma, beta, eps } => candle_nn::ops::layer_norm(&y, gamma, beta, eps),
         }
     }
 }

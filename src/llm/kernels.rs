@@ -9,8 +9,9 @@
 
 use std::ops::Range;
 
-use candle_core::{bail, Layout, Result, StorageRef, Tensor};
+use candle_core::{bail, Result, Tensor};
 
+pub(crate) use crate::embed::kernels::host_f32;
 use crate::embed::kernels::{exp_neg, matmul_into, multiversion, softmax_row, MatRef};
 
 /// Below this many elements of work a kernel runs on the calling thread.
@@ -47,18 +48,6 @@ impl SharedMut {
     pub(super) unsafe fn at(&self, offset: usize) -> *mut f32 {
         // SAFETY: in bounds, by the caller's contract.
         unsafe { self.0.add(offset) }
-    }
-}
-
-/// The data of a contiguous f32 tensor on the CPU, borrowed from its storage guard.
-pub(crate) fn host_f32<'a>(guard: &'a StorageRef<'_>, layout: &Layout) -> Result<&'a [f32]> {
-    let candle_core::Storage::Cpu(cpu) = &**guard else {
-        bail!("expected a CPU tensor")
-    };
-    let data = cpu.as_slice::<f32>()?;
-    match layout.contiguous_offsets() {
-        Some((a, b)) => Ok(&data[a..b]),
-        None => bail!("expected a contiguous tensor"),
     }
 }
 
