@@ -52,8 +52,12 @@ impl Default for LlmOptions {
 }
 
 /// Prompt-lookup drafting: after each token, the tokens that followed the last `ngram` (or
-/// fewer) tokens where they occurred before are checked in one pass with it. Short drafts: on
-/// 2 cores a pass of 4 tokens costs 1.4 single-token passes, one of 9 tokens 2.8.
+/// fewer, down to 2) tokens where they occurred before are checked in one pass with it. How
+/// many depends on how long the repeated tail is: a 2-token tail drafts 1, a 3-token one 3,
+/// and a longer one up to `draft`. A repeat of one token predicted little, and a verifying
+/// pass costs more per row at long contexts (each row attends to the whole cache); simulated
+/// over the answers of a DevEval run and then measured (`bench llm --speculative`), this
+/// rule beat a fixed 3-token draft from any tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Speculation {
     /// Most tokens drafted at once (at most `EXACT_ROWS - 1`).
@@ -63,7 +67,23 @@ pub struct Speculation {
 
 impl Default for Speculation {
     fn default() -> Self {
-        Self { draft: 3, ngram: 3 }
+        Self {
+            draft: EXACT_ROWS - 2,
+            ngram: 4,
+        }
+    }
+}
+
+impl Speculation {
+    /// Tokens to draft after a repeated tail of `matched` tokens.
+    fn draft_len(&self, matched: usize) -> usize {
+        let len = match matched {
+            0 | 1 => 0,
+            2 => 1,
+            3 => 3,
+            _ => self.draft,
+        };
+        len.min(self.draft)
     }
 }
 
@@ -111,10 +131,10 @@ fn find_stop(text: &[u8], stops: &[String]) -> Option<usize> {
 }
 
 /// Prompt-lookup drafting: the tokens (at most `k`) that followed the latest earlier
-/// occurrence of the last `n` tokens of `seq`, for `n` from `ngram` down to 1. Code repeats its
-/// prompt's names and lines; empty when nothing repeats.
-fn lookup_draft(seq: &[u32], ngram: usize, k: usize) -> &[u32] {
-    for n in (1..=ngram).rev() {
+/// occurrence of the last `n` tokens of `seq`, for `n` from `ngram` down to `min_n`, and that
+/// `n`. Code repeats its prompt's names and lines; empty when nothing repeats.
+fn lookup_draft(seq: &[u32], ngram: usize, min_n: usize, k: usize) -> (&[u32], usize) {
+    for n in (min_n.max(1)..=ngram).rev() {
         if seq.len() <= n {
             continue;
         }
@@ -124,10 +144,10 @@ fn lookup_draft(seq: &[u32], ngram: usize, k: usize) -> &[u32] {
             .find(|&i| &seq[i..i + n] == tail)
             .map(|i| &seq[i + n..(i + n + k).min(seq.len())]);
         if let Some(d) = found.filter(|d| !d.is_empty()) {
-            return d;
+            return (d, n);
         }
     }
-    &[]
+    (&[], 0)
 }
 
 /// Byte length of the first complete statement of `text` once the text runs past it; `None`
@@ -577,7 +597,8 @@ impl CandleLlm {
                     if room > 0 && !(req.code_first && a.out.trim_ascii_start().is_empty()) =>
                 {
                     self.cached.push(tok);
-                    let d = lookup_draft(&self.cached, sp.ngram, sp.draft.min(room)).to_vec();
+                    let (d, matched) = lookup_draft(&self.cached, sp.ngram, 2, room);
+                    let d = d[..d.len().min(sp.draft_len(matched))].to_vec();
                     self.cached.pop();
                     d
                 }
@@ -916,15 +937,31 @@ mod tests {
     #[test]
     fn drafts_follow_the_latest_earlier_occurrence_of_the_longest_tail() {
         // `7 8` occurred twice: the later one's continuation is drafted, at most k tokens.
-        assert_eq!(lookup_draft(&[7, 8, 1, 7, 8, 2, 3, 4, 7, 8], 3, 2), &[2, 3]);
+        assert_eq!(
+            lookup_draft(&[7, 8, 1, 7, 8, 2, 3, 4, 7, 8], 3, 1, 2),
+            (&[2, 3][..], 2)
+        );
         // `5 7 8` occurred before: the 3-token tail wins over the later `7 8`.
         assert_eq!(
-            lookup_draft(&[5, 7, 8, 9, 7, 8, 2, 5, 7, 8], 3, 8),
-            &[9, 7, 8, 2, 5, 7, 8]
+            lookup_draft(&[5, 7, 8, 9, 7, 8, 2, 5, 7, 8], 3, 1, 8),
+            (&[9, 7, 8, 2, 5, 7, 8][..], 3)
         );
+        // A repeat of the last token alone counts only when `min_n` allows it.
+        assert_eq!(lookup_draft(&[4, 6, 5, 4], 3, 1, 2), (&[6, 5][..], 1));
+        assert_eq!(lookup_draft(&[4, 6, 5, 4], 3, 2, 2), (&[][..], 0));
         // Nothing repeats; too short.
-        assert!(lookup_draft(&[1, 2, 3], 3, 4).is_empty());
-        assert!(lookup_draft(&[1], 3, 4).is_empty());
+        assert!(lookup_draft(&[1, 2, 3], 3, 1, 4).0.is_empty());
+        assert!(lookup_draft(&[1], 3, 1, 4).0.is_empty());
+    }
+
+    #[test]
+    fn longer_repeated_tails_draft_more() {
+        let sp = Speculation::default();
+        let lens: Vec<usize> = (0..=6).map(|m| sp.draft_len(m)).collect();
+        assert_eq!(lens, vec![0, 0, 1, 3, sp.draft, sp.draft, sp.draft]);
+        assert!(sp.draft < EXACT_ROWS);
+        let short = Speculation { draft: 2, ngram: 4 };
+        assert_eq!(short.draft_len(3), 2);
     }
 
     #[test]

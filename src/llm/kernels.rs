@@ -254,34 +254,147 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
         .sum();
     for (a, b) in xc.zip(yc) {
         for l in 0..16 {
-            acc[l] += a[l] * b[l];
+            acc[l] = a[l].mul_add(b[l], acc[l]);
         }
     }
     acc.iter().sum::<f32>() + tail
 }
 
+/// Cached rows read this far ahead of the one being used are asked for early: the key and
+/// value rows of a long context come from memory, and the hardware prefetcher alone left
+/// the attention loops waiting on them.
+const KV_AHEAD_ROWS: usize = 8;
+
+/// Asks for the cache lines of `row` (any length) ahead of use; a hint, with no effect on results.
+#[inline(always)]
+fn prefetch_row(row: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in row.chunks(16) {
+        // SAFETY: a prefetch only hints the cache; the address is inside `row`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = row;
+}
+
+/// [`group_scores`] for `G` heads and a head size that is a multiple of 16: each key's chunk
+/// of 16 is loaded once for the `G` heads, whose `G` running sums are independent (one sum
+/// per dot product made each fused multiply-add wait for the previous one).
+#[inline(always)]
+fn group_scores_of<const G: usize>(
+    q: &[f32],
+    keys: &[f32],
+    hd: usize,
+    scale: f32,
+    scores: &mut [f32],
+) {
+    let len = keys.len() / hd;
+    for (t, k) in keys.chunks_exact(hd).enumerate() {
+        if let Some(ahead) = keys.get((t + KV_AHEAD_ROWS) * hd..(t + KV_AHEAD_ROWS + 1) * hd) {
+            prefetch_row(ahead);
+        }
+        let mut acc = [[0f32; 16]; G];
+        for (c, kc) in k.chunks_exact(16).enumerate() {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let qc = &q[j * hd + c * 16..j * hd + c * 16 + 16];
+                for l in 0..16 {
+                    a[l] = qc[l].mul_add(kc[l], a[l]);
+                }
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            scores[j * len + t] = a.iter().sum::<f32>() * scale;
+        }
+    }
+}
+
+/// [`group_values`] for `G` heads and a head size that is a multiple of 32: 32 output values
+/// of every head stay in registers while all value rows stream past, instead of each row's
+/// products being added to the outputs in memory.
+#[inline(always)]
+fn group_values_of<const G: usize>(p: &[f32], values: &[f32], hd: usize, out: &mut [f32]) {
+    let len = values.len() / hd;
+    for c in (0..hd).step_by(32) {
+        let mut acc = [[0f32; 32]; G];
+        for (t, v) in values.chunks_exact(hd).enumerate() {
+            let at = (t + 4 * KV_AHEAD_ROWS) * hd + c;
+            if let Some(ahead) = values.get(at..at + 32) {
+                prefetch_row(ahead);
+            }
+            let v = &v[c..c + 32];
+            for (j, a) in acc.iter_mut().enumerate() {
+                let w = p[j * len + t];
+                for l in 0..32 {
+                    a[l] = w.mul_add(v[l], a[l]);
+                }
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            out[j * hd + c..j * hd + c + 32].copy_from_slice(a);
+        }
+    }
+}
+
+/// Calls `$f::<G>` for the group sizes models have (1 to 8 query heads per key/value head),
+/// `$other` for the rest.
+macro_rules! by_group_size {
+    ($g:expr, $f:ident($($arg:expr),*), $other:expr) => {
+        match $g {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            _ => $other,
+        }
+    };
+}
+
 // One query row's heads of a KV group (side by side in `q`, `hd` each) against the group's
 // cached keys (`hd` apart): `scores[j·len + t] = scale · q_j · k_t`, each key read once.
 multiversion!(group_scores, (q: &[f32], keys: &[f32], hd: usize, scale: f32, scores: &mut [f32]), {
-    let len = keys.len() / hd;
-    for (t, k) in keys.chunks_exact(hd).enumerate() {
-        for (j, qj) in q.chunks_exact(hd).enumerate() {
-            scores[j * len + t] = dot(qj, k) * scale;
+    let heads = q.len() / hd;
+    let generic = |scores: &mut [f32]| {
+        let len = keys.len() / hd;
+        for (t, k) in keys.chunks_exact(hd).enumerate() {
+            for (j, qj) in q.chunks_exact(hd).enumerate() {
+                scores[j * len + t] = dot(qj, k) * scale;
+            }
         }
+    };
+    if hd.is_multiple_of(16) {
+        by_group_size!(heads, group_scores_of(q, keys, hd, scale, scores), generic(scores))
+    } else {
+        generic(scores)
     }
 });
 
 // `out_j = Σ_t p[j·len + t] · v_t` for each head j of the group, each value row read once.
 multiversion!(group_values, (p: &[f32], values: &[f32], hd: usize, out: &mut [f32]), {
-    let len = values.len() / hd;
-    out.fill(0.0);
-    for (t, v) in values.chunks_exact(hd).enumerate() {
-        for (j, o) in out.chunks_exact_mut(hd).enumerate() {
-            let w = p[j * len + t];
-            for (o, &x) in o.iter_mut().zip(v) {
-                *o += w * x;
+    let heads = out.len() / hd;
+    let generic = |out: &mut [f32]| {
+        let len = values.len() / hd;
+        out.fill(0.0);
+        for (t, v) in values.chunks_exact(hd).enumerate() {
+            for (j, o) in out.chunks_exact_mut(hd).enumerate() {
+                let w = p[j * len + t];
+                for (o, &x) in o.iter_mut().zip(v) {
+                    *o = w.mul_add(x, *o);
+                }
             }
         }
+    };
+    if hd.is_multiple_of(32) {
+        by_group_size!(heads, group_values_of(p, values, hd, out), generic(out))
+    } else {
+        generic(out)
     }
 });
 
@@ -523,7 +636,13 @@ mod tests {
     #[test]
     fn attention_matches_a_direct_computation() {
         crate::embed::kernels::assert_dispatch_follows_env();
-        let (h, kvh, hd) = (6, 2, 16);
+        // Head sizes and groups that take the generic loops and the register-blocked ones.
+        for (h, kvh, hd) in [(6, 2, 16), (12, 2, 32), (9, 1, 32), (4, 4, 24)] {
+            check_attention(h, kvh, hd);
+        }
+    }
+
+    fn check_attention(h: usize, kvh: usize, hd: usize) {
         let half = hd / 2;
         let theta = 10_000f32;
         let mut seed = 7u64;
@@ -598,7 +717,10 @@ mod tests {
                 .zip(&want)
                 .map(|(a, b)| (a - b).abs())
                 .fold(0f32, f32::max);
-            assert!(diff < 1e-4, "n={n} pos={pos}: max diff {diff}");
+            assert!(
+                diff < 1e-4,
+                "{h}/{kvh}×{hd}, n={n} pos={pos}: max diff {diff}"
+            );
             pos += n;
         }
     }
