@@ -154,8 +154,9 @@ pub const DEFAULT_MODEL: &str = crate::models::DEFAULT_EMBEDDER;
 
 /// Padded tokens per forward pass on `device`: bounds the attention scores (budget × heads ×
 /// length floats) and the activations. On the CPU 2,048 measured fastest (`bench embed` on
-/// boltons: 1,024, 2,048, 4,096 and 8,192 gave 63, 83, 75 and 48 functions/s): one layer's
-/// activations then stay a few megabytes, reused by the allocator instead of fresh pages.
+/// boltons, single runs against 2,048 on the same build: 1,024 0.76×, 4,096 0.91×, 8,192
+/// 0.82×): one layer's activations then stay a few megabytes, which the allocator reuses,
+/// where larger ones come as fresh pages every time.
 /// Other devices keep the larger batches they were measured with.
 pub fn default_token_budget(device: &Device) -> usize {
     if device.is_cpu() {
