@@ -165,9 +165,9 @@ multiversion!(pub(crate) layer_norm_row, (row: &mut [f32], gamma: &[f32], beta: 
     }
 });
 
-/// Lanes of the softmax's reductions: one AVX-512 register. A float sum or maximum folded
-/// element by element is a chain the compiler may not reorder, which kept the whole loop
-/// scalar; sixteen independent partial results vectorise.
+/// Lanes of the row reductions (softmax, LayerNorm): one AVX-512 register. A float sum or
+/// maximum folded element by element is a chain the compiler may not reorder, which kept the
+/// whole loop scalar; sixteen independent partial results vectorise.
 const LANES: usize = 16;
 
 // In place: `row[j] = exp(row[j] - max)` over the row, then divided by the sum.
