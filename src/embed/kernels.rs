@@ -261,11 +261,7 @@ pub(crate) fn host_f32<'a>(guard: &'a StorageRef<'_>, layout: &Layout) -> Result
     let candle_core::Storage::Cpu(cpu) = &**guard else {
         bail!("expected a CPU tensor")
     };
-    let data = cpu.as_slice::<f32>()?;
-    match layout.contiguous_offsets() {
-        Some((a, b)) => Ok(&data[a..b]),
-        None => bail!("expected a contiguous tensor"),
-    }
+    cpu_f32(cpu, layout, "tensor")
 }
 
 fn cpu_f32<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> Result<&'a [f32]> {
