@@ -10,6 +10,11 @@ if [ ! -x target/test-venv/bin/python ] || ! target/test-venv/bin/python -c 'imp
   target/test-venv/bin/pip install -q pytest==7.4.0
 fi
 export REPOHOP_TEST_PYTHON=$PWD/target/test-venv/bin/python
+# The remote-engine tests drive a real llama-server: built once into the cache beside the models
+# (about 10 minutes the first time), then only found there.
+REPOHOP_LLAMA_SERVER=$(bash scripts/llama_server.sh)
+export REPOHOP_LLAMA_SERVER
+export REPOHOP_REQUIRE_SERVER=${REPOHOP_REQUIRE_SERVER:-1}
 # The evaluator's sandbox tests fail, rather than skip, where namespaces are missing.
 export REPOHOP_REQUIRE_SANDBOX=${REPOHOP_REQUIRE_SANDBOX:-1}
 cargo test --all-targets

@@ -118,3 +118,63 @@ impl LineArgs {
         }
     }
 }
+
+/// A remote engine instead of the local model: shared by every command that generates.
+#[derive(Args, Debug, Clone)]
+pub struct RemoteArgs {
+    /// Generate with an OpenAI-compatible server (vLLM, SGLang, llama.cpp's llama-server) at
+    /// this URL instead of a local model, e.g. http://gpu-box:8000/v1.
+    #[arg(long, value_name = "URL")]
+    pub llm_endpoint: Option<String>,
+    /// The served model (default: the only one the server lists).
+    #[arg(long, value_name = "NAME", requires = "llm_endpoint")]
+    pub llm_model: Option<String>,
+    /// Environment variable holding the server's API key (sent as a bearer token).
+    #[arg(long, value_name = "VAR", requires = "llm_endpoint")]
+    pub llm_api_key_env: Option<String>,
+    /// How constrained steps are asked of the server (default: detected from its model list;
+    /// openai sends none and only checks the answers).
+    #[arg(long, value_enum, requires = "llm_endpoint")]
+    pub llm_dialect: Option<repohop::llm::Dialect>,
+    /// Seconds one request to the server may take.
+    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    pub llm_timeout: f64,
+    /// Requests in flight at once, over all tasks running together.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub llm_max_in_flight: usize,
+}
+
+impl RemoteArgs {
+    /// The server, connected and checked, when `--llm-endpoint` is given.
+    pub fn connect(&self) -> Result<Option<repohop::llm::RemoteLlm>> {
+        let Some(endpoint) = &self.llm_endpoint else {
+            return Ok(None);
+        };
+        let api_key = match &self.llm_api_key_env {
+            Some(var) => Some(std::env::var(var).with_context(|| {
+                format!("--llm-api-key-env {var}: the variable is not set (or not UTF-8)")
+            })?),
+            None => None,
+        };
+        let options = repohop::llm::RemoteOptions {
+            model: self.llm_model.clone(),
+            api_key,
+            dialect: self.llm_dialect,
+            timeout: std::time::Duration::from_secs_f64(self.llm_timeout.max(1.0)),
+            max_in_flight: self.llm_max_in_flight.max(1),
+            ..repohop::llm::RemoteOptions::new(endpoint)
+        };
+        Ok(Some(repohop::llm::RemoteLlm::connect(&options)?))
+    }
+
+    /// The server when `--llm-endpoint` is given, else the local `model` loaded.
+    pub fn llm_or(&self, model: &str) -> Result<Box<dyn repohop::llm::Llm>> {
+        Ok(match self.connect()? {
+            Some(remote) => Box::new(remote),
+            None => Box::new(
+                repohop::llm::CandleLlm::load(model, &repohop::llm::LlmOptions::default())
+                    .with_context(|| format!("cannot load the model {model}"))?,
+            ),
+        })
+    }
+}

@@ -7,10 +7,9 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::embed;
 use repohop::generate::complete::{Completer, LineMethod};
-use repohop::llm::{CandleLlm, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 
-use super::args::{EmbedArgs, LineArgs, RepoArgs};
+use super::args::{EmbedArgs, LineArgs, RemoteArgs, RepoArgs};
 
 #[derive(Args, Debug)]
 pub struct CompleteArgs {
@@ -33,6 +32,8 @@ pub struct CompleteArgs {
     pub line_args: LineArgs,
     #[arg(long, default_value = DEFAULT_GENERATOR)]
     pub model: String,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(flatten)]
     pub embed: EmbedArgs,
     /// Print the completion with the retrieval at each stage, the prompt and timings as JSON.
@@ -61,17 +62,16 @@ pub fn run(args: CompleteArgs) -> Result<()> {
     } else {
         None
     };
-    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
-        .with_context(|| format!("cannot load the model {}", args.model))?;
+    let mut llm = args.remote.llm_or(&args.model)?;
     let embedder = embedder.as_ref().map(|e| e as &dyn embed::Embedder);
     let store = repo.cache_dir().to_path_buf();
     let mut completer = Completer::with_store(std::sync::Arc::new(repo), store);
     let done = match (&unfinished, args.line) {
         (Some(text), _) => {
-            completer.complete_unfinished(&mut llm, embedder, &args.file, text, &opts)?
+            completer.complete_unfinished(llm.as_mut(), embedder, &args.file, text, &opts)?
         }
         (None, Some(line)) => {
-            completer.complete_line(&mut llm, embedder, &args.file, line, &opts)?
+            completer.complete_line(llm.as_mut(), embedder, &args.file, line, &opts)?
         }
         (None, None) => bail!("give --line N or --stdin"),
     };

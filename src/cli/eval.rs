@@ -17,10 +17,10 @@ use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::generate::complete::LineMethod;
 use repohop::generate::PromptFormat;
-use repohop::llm::{CandleLlm, LlmOptions, SharedLlm};
+use repohop::llm::{CandleLlm, Engine, SharedLlm};
 use repohop::retrieve::dyretriever::ExpandMode;
 
-use super::args::{EmbedArgs, LineArgs};
+use super::args::{EmbedArgs, LineArgs, RemoteArgs};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -43,6 +43,8 @@ pub struct EvalArgs {
     /// Generator model for methods that generate: alias, local path or Hugging Face repo id.
     #[arg(long, default_value = repohop::models::DEFAULT_GENERATOR)]
     model: String,
+    #[command(flatten)]
+    remote: RemoteArgs,
     /// Leave the target's own file out of generation prompts (the papers' layout); the run is
     /// named `<method>-nolocal`.
     #[arg(long)]
@@ -256,9 +258,18 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
     if !lines.is_empty() {
         return score_line_tasks(&args, &lines);
     }
+    // A server is asked first: its model names the run.
+    let remote = match &args.method {
+        Some(m) if pipelines::generates(m) => args.remote.connect()?.map(Engine::Remote),
+        _ => None,
+    };
     let out = args.out.clone().unwrap_or_else(|| {
         let name = match &args.method {
-            Some(m) => settings(&args, Path::new("")).variant_name(m),
+            Some(m) => pipelines::Settings {
+                engine: remote.clone(),
+                ..settings(&args, Path::new(""))
+            }
+            .variant_name(m),
             None => "completions".into(),
         };
         PathBuf::from("eval-runs").join(name)
@@ -267,10 +278,18 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         (Some(c), None) => Source::Completions(c.clone()),
         (None, Some(m)) => {
             let mut settings = settings(&args, &out.join("vectors"));
-            if args.concurrency > 1 && pipelines::generates(m) {
-                let llm = CandleLlm::load(&args.model, &settings.llm_options())
-                    .with_context(|| format!("cannot load generator model {}", args.model))?;
-                settings.engine = Some(SharedLlm::spawn(llm));
+            if pipelines::generates(m) {
+                settings.engine = match remote {
+                    Some(remote) => Some(remote),
+                    None if args.concurrency > 1 => {
+                        let llm = CandleLlm::load(&args.model, &settings.llm_options())
+                            .with_context(|| {
+                                format!("cannot load generator model {}", args.model)
+                            })?;
+                        Some(Engine::Local(SharedLlm::spawn(llm)))
+                    }
+                    None => None,
+                };
             }
             Source::Method(
                 pipelines::builtin(m, &settings)
@@ -383,8 +402,7 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
     } else {
         None
     };
-    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())
-        .with_context(|| format!("cannot load the model {}", args.model))?;
+    let mut llm = args.remote.llm_or(&args.model)?;
     install_stop_handler();
     let cfg = LineRunConfig {
         tasks_file: args.tasks.clone(),
@@ -399,7 +417,7 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
     let embedder = embedder
         .as_ref()
         .map(|e| e as &dyn repohop::embed::Embedder);
-    let s = stopped_or(run_lines(&cfg, &mut llm, embedder))?;
+    let s = stopped_or(run_lines(&cfg, llm.as_mut(), embedder))?;
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
         return Ok(());

@@ -7,7 +7,7 @@ use clap::Args;
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use repohop::generate::{GenerateOptions, PromptFormat, Target};
-use repohop::llm::{FinishReason, LlmOptions, SharedLlm};
+use repohop::llm::{Engine, FinishReason, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::write::{write_function, Placement, WriteOptions};
@@ -16,7 +16,7 @@ use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
-use super::args::{EmbedArgs, RepoArgs};
+use super::args::{EmbedArgs, RemoteArgs, RepoArgs};
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Sparse {
@@ -27,6 +27,8 @@ pub enum Sparse {
 pub struct GenerateArgs {
     #[command(flatten)]
     pub repo: RepoArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     /// The function to regenerate: `path/to/file.py::Class.method` or a dotted name.
     #[arg(
         long,
@@ -142,7 +144,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     let similarity = similarity(&args);
     let view = MaskedView::new(&repo, id, false);
-    let mut session = Session::load(session_options(&args, None))?;
+    let engine = args.remote.connect()?.map(Engine::Remote);
+    let mut session = Session::load(session_options(&args, engine))?;
     let load_s = session.load_s;
     let SessionRun {
         run,
@@ -189,6 +192,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             "target": name,
             "path": target.path,
             "method": args.method.name(),
+            "model": session.llm.name(),
             "similarity": similarity,
             "function": function,
             "body": generation.completion.body,
@@ -315,7 +319,7 @@ pub(super) fn llm_options(args: &GenerateArgs) -> LlmOptions {
 }
 
 /// The session the options describe, on `engine` when one is shared.
-pub(super) fn session_options(args: &GenerateArgs, engine: Option<SharedLlm>) -> SessionOptions {
+pub(super) fn session_options(args: &GenerateArgs, engine: Option<Engine>) -> SessionOptions {
     let pipeline = PipelineOptions {
         method: args.method,
         similarity: similarity(args),

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use repohop::generate::session::{Session, SessionRun};
 use repohop::generate::Target;
-use repohop::llm::{CandleLlm, SharedLlm};
+use repohop::llm::{CandleLlm, Engine, SharedLlm};
 use repohop::repo::mask::MaskedView;
 use repohop::repo::{resolve_target, FnId, Repository};
 use serde::Deserialize;
@@ -59,12 +59,14 @@ pub fn run(args: &GenerateArgs, repo: &Repository, file: &Path) -> Result<()> {
     if specs.is_empty() {
         bail!("{}: no targets", file.display());
     }
-    let engine = if args.concurrency > 1 {
-        let llm = CandleLlm::load(&args.model, &llm_options(args))
-            .with_context(|| format!("cannot load generator model {}", args.model))?;
-        Some(SharedLlm::spawn(llm))
-    } else {
-        None
+    let engine = match args.remote.connect()? {
+        Some(remote) => Some(Engine::Remote(remote)),
+        None if args.concurrency > 1 => {
+            let llm = CandleLlm::load(&args.model, &llm_options(args))
+                .with_context(|| format!("cannot load generator model {}", args.model))?;
+            Some(Engine::Local(SharedLlm::spawn(llm)))
+        }
+        None => None,
     };
     let first = Session::load(session_options(args, engine))?;
     let mut sessions = vec![first];

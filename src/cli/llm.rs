@@ -22,6 +22,8 @@ pub struct LlmArgs {
     /// Model alias, path to a .gguf / model folder, or a cached Hugging Face repo id.
     #[arg(long, default_value = DEFAULT_GENERATOR)]
     pub model: String,
+    #[command(flatten)]
+    pub remote: super::args::RemoteArgs,
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,
     /// Constrain the answer to exactly one of these comma-separated choices.
@@ -72,7 +74,7 @@ fn chat_prompt(user: String, system: Option<String>) -> Prompt {
     Prompt::Chat(msgs)
 }
 
-fn score_lines(llm: &mut CandleLlm, file: &std::path::Path) -> Result<()> {
+fn score_lines(llm: &mut dyn Llm, file: &std::path::Path) -> Result<()> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
     for (n, line) in text
@@ -94,9 +96,9 @@ fn score_lines(llm: &mut CandleLlm, file: &std::path::Path) -> Result<()> {
 }
 
 pub fn run(args: LlmArgs) -> Result<()> {
-    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    let mut llm = args.remote.llm_or(&args.model)?;
     if let Some(file) = &args.score_jsonl {
-        return score_lines(&mut llm, file);
+        return score_lines(llm.as_mut(), file);
     }
     let text = args.prompt.unwrap_or_default();
     let prompt = if args.raw {
@@ -129,7 +131,7 @@ pub fn run(args: LlmArgs) -> Result<()> {
         let mut v = serde_json::to_value(&resp)?;
         if let Some(o) = v.as_object_mut() {
             o.remove("tokens");
-            o.insert("model".into(), args.model.into());
+            o.insert("model".into(), llm.name().into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

@@ -17,7 +17,7 @@ use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{GenerateOptions, LocalContext, PromptFormat, Target};
-use crate::llm::{LlmOptions, SharedLlm};
+use crate::llm::{Engine, Llm, LlmOptions};
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
 use crate::repo::{resolve_target, Lang, Repository};
@@ -58,7 +58,7 @@ pub struct Settings {
     /// Where the projects' vectors are kept between runs (never inside the projects).
     pub vectors_dir: PathBuf,
     /// An engine shared by several pipelines running at once (instead of loading `model`).
-    pub engine: Option<SharedLlm>,
+    pub engine: Option<Engine>,
     /// Reuse computed prompt prefixes (see [`LlmOptions::prefix_reuse`]).
     pub prefix_reuse: bool,
     /// How generation prompts are laid out.
@@ -112,12 +112,17 @@ impl Settings {
             out.push_str(&format!("-expand-{}", self.expand.name()));
         }
         if self.embed_model != embed::DEFAULT_MODEL {
-            let model: String = self
-                .embed_model
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-                .collect();
-            out.push_str(&format!("-embed-{model}"));
+            out.push_str(&format!("-embed-{}", file_safe(&self.embed_model)));
+        }
+        // Another generator is another run: its results never resume or merge into these.
+        match &self.engine {
+            Some(Engine::Remote(remote)) => {
+                out.push_str(&format!("-remote-{}", file_safe(remote.name())))
+            }
+            _ if self.model != crate::models::DEFAULT_GENERATOR => {
+                out.push_str(&format!("-model-{}", file_safe(&self.model)))
+            }
+            _ => {}
         }
         out
     }
@@ -130,6 +135,13 @@ pub fn generates(name: &str) -> bool {
 }
 
 /// The method called `name`, configured by `settings` where it generates.
+/// `name` with every character but ASCII letters and digits as `_`.
+fn file_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
 pub fn builtin(name: &str, settings: &Settings) -> Result<Box<dyn Method>, MethodError> {
     let (kind, similarity) = match name {
         "reference" => return Ok(Box::new(Reference)),
@@ -362,6 +374,21 @@ fn requirement_text(req: &Requirement) -> String {
 mod tests {
     use super::*;
     use crate::repo::IndexOptions;
+
+    #[test]
+    fn another_generator_names_another_run() {
+        let dir = Path::new("vectors");
+        let default = Settings::new(crate::models::DEFAULT_GENERATOR, dir);
+        assert_eq!(default.variant_name("dense"), "dense");
+        let other = Settings {
+            local: false,
+            ..Settings::new("/models/qwen3-coder-30b.gguf", dir)
+        };
+        assert_eq!(
+            other.variant_name("dycoder"),
+            "dycoder-nolocal-model-_models_qwen3_coder_30b_gguf"
+        );
+    }
 
     #[test]
     fn present_names_are_definitions_attributes_imports_and_module_names_in_scope() {

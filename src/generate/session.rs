@@ -13,7 +13,7 @@ use super::pipeline::{self, Corpus, Embeddings, PipelineError, PipelineOptions, 
 use super::Target;
 use crate::embed::{self, EmbedError, LocalEmbedder};
 use crate::index::vectors::{IndexError, UpdateReport, VectorIndex};
-use crate::llm::{CandleLlm, Llm, LlmError, LlmOptions, SharedLlm};
+use crate::llm::{CandleLlm, Engine, Llm, LlmError, LlmOptions};
 use crate::repo::mask::MaskedView;
 use crate::repo::Repository;
 
@@ -33,9 +33,9 @@ pub struct SessionOptions {
     /// The generator: alias, local path or Hugging Face repo id.
     pub model: String,
     pub llm: LlmOptions,
-    /// An engine already running for several sessions (concurrent pipelines): used instead
-    /// of loading `model`.
-    pub engine: Option<SharedLlm>,
+    /// An engine already running for several sessions (concurrent pipelines), or a server:
+    /// used instead of loading `model`.
+    pub engine: Option<Engine>,
     /// The embedder (loaded only when the method needs vectors) and its device.
     pub embed_model: String,
     pub embed_device: String,
@@ -73,7 +73,7 @@ pub struct SessionRun {
 pub struct Session {
     pub llm: Box<dyn Llm>,
     /// The engine behind `llm` when several sessions share it.
-    engine: Option<SharedLlm>,
+    engine: Option<Engine>,
     pub options: PipelineOptions,
     /// The embedder and the vectors, shared with the session's forks.
     shelf: Arc<Shelf>,
@@ -106,7 +106,7 @@ impl Session {
         };
         let llm: Box<dyn Llm> =
             match options.engine.clone() {
-                Some(shared) => Box::new(shared),
+                Some(engine) => engine.handle(),
                 None => Box::new(CandleLlm::load(&options.model, &options.llm).map_err(
                     |source| SessionError::Llm {
                         model: options.model.clone(),
@@ -133,7 +133,7 @@ impl Session {
     pub fn fork(&self) -> Option<Session> {
         let engine = self.engine.clone()?;
         Some(Session {
-            llm: Box::new(engine.clone()),
+            llm: engine.handle(),
             engine: Some(engine),
             options: self.options.clone(),
             shelf: Arc::clone(&self.shelf),
@@ -191,13 +191,23 @@ impl Session {
             });
         }
         let indexing_s = started.elapsed().as_secs_f64();
+        // One key per target: a remote engine's router keeps its calls on one replica.
+        let key = format!(
+            "{}:{}:{}",
+            repository_key(repo.root()),
+            target.path,
+            target.name
+        );
+        self.llm.set_session(Some(&key));
         let run = pipeline::run(
             self.llm.as_mut(),
             view,
             target,
             embeddings.as_ref(),
             &self.options,
-        )?;
+        );
+        self.llm.set_session(None);
+        let run = run?;
         Ok(SessionRun {
             run,
             indexing_s,

@@ -98,6 +98,52 @@ impl IdentPattern {
             max_len,
         })
     }
+
+    /// The pattern as an anchored regular expression (JSON Schema / Python / Rust syntax), for
+    /// servers that take the constraint as a schema.
+    pub fn regex(&self) -> String {
+        format!(
+            "^{}{}{{0,{}}}$",
+            class_regex(&self.first),
+            class_regex(&self.rest),
+            self.max_len - 1
+        )
+    }
+
+    /// Bytes an identifier may have.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+}
+
+/// `[...]` holding the set's characters as ranges, the ones special inside a class escaped.
+fn class_regex(set: &[bool]) -> String {
+    let escaped = |c: u8| match c {
+        b']' | b'[' | b'\\' | b'^' | b'-' => format!("\\{}", c as char),
+        _ => (c as char).to_string(),
+    };
+    let mut out = String::from("[");
+    let mut c = 0;
+    while c < set.len() {
+        if !set[c] {
+            c += 1;
+            continue;
+        }
+        let start = c;
+        while c + 1 < set.len() && set[c + 1] {
+            c += 1;
+        }
+        out.push_str(&escaped(start as u8));
+        if c > start {
+            if c > start + 1 {
+                out.push('-');
+            }
+            out.push_str(&escaped(c as u8));
+        }
+        c += 1;
+    }
+    out.push(']');
+    out
 }
 
 #[derive(Default)]
@@ -445,6 +491,22 @@ mod tests {
 
     fn feed(m: &mut Matcher, s: &str) -> bool {
         m.consume(s.as_bytes())
+    }
+
+    #[test]
+    fn an_identifier_pattern_as_a_regex_accepts_what_the_automaton_accepts() {
+        let p = IdentPattern::parse("[A-Za-z_][A-Za-z0-9_.-]*", 5).unwrap();
+        assert_eq!(p.regex(), "^[A-Z_a-z][\\-.0-9A-Z_a-z]{0,4}$");
+        let re = regex::Regex::new(&p.regex()).unwrap();
+        let c = Constraint::IdentArray {
+            pattern: p,
+            max_items: 1,
+        };
+        for name in ["a", "_x.y", "a-b", "abcde", "abcdef", "9a", "a b", "", "a]"] {
+            let mut m = Matcher::new(&c).unwrap();
+            let whole = m.consume(format!("[\"{name}\"]").as_bytes()) && m.is_final();
+            assert_eq!(re.is_match(name), whole, "{name:?}");
+        }
     }
 
     #[test]

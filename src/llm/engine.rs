@@ -122,7 +122,7 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 /// Byte offset of the earliest caller stop string in `text`.
-fn find_stop(text: &[u8], stops: &[String]) -> Option<usize> {
+pub(super) fn find_stop(text: &[u8], stops: &[String]) -> Option<usize> {
     stops
         .iter()
         .filter(|s| !s.is_empty())
@@ -152,7 +152,7 @@ fn lookup_draft(seq: &[u32], ngram: usize, min_n: usize, k: usize) -> (&[u32], u
 
 /// Byte length of the first complete statement of `text` once the text runs past it; `None`
 /// while the statement is open or the text ends inside a character.
-fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
+pub(super) fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
     let text = std::str::from_utf8(text).ok()?;
     let first = first_statement(text, lang);
     (first.len() < text.len()).then_some(first.len())
@@ -160,7 +160,7 @@ fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
 
 /// Byte offset of the first line of `text` that starts with code at column `col` or left of
 /// it (blank lines don't count); `None` while no such line is known.
-fn block_end(text: &[u8], col: usize) -> Option<usize> {
+pub(super) fn block_end(text: &[u8], col: usize) -> Option<usize> {
     let mut start = 0;
     loop {
         let line = &text[start..];

@@ -20,6 +20,7 @@ mod linear;
 mod load;
 mod quantized;
 pub mod qwen;
+mod remote;
 mod sample;
 mod shared;
 mod token_bytes;
@@ -28,6 +29,7 @@ pub use chat::{chatml, fim_prompt, Message, Role};
 pub use constraint::{Constraint, IdentPattern, Matcher};
 pub use engine::{CandleLlm, LlmOptions, Speculation};
 pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
+pub use remote::{Dialect, RemoteLlm, RemoteOptions};
 pub use shared::SharedLlm;
 pub use token_bytes::TokenBytes;
 
@@ -60,6 +62,8 @@ pub enum LlmError {
         window: usize,
         model: String,
     },
+    #[error("LLM server {endpoint}: {reason}")]
+    Remote { endpoint: String, reason: String },
     #[error("inference failed: {0}")]
     Inference(#[from] candle_core::Error),
 }
@@ -176,8 +180,8 @@ pub struct GenerateResponse {
 }
 
 /// A text generator. The seam between the retrieval pipelines and a model: the candle engine
-/// implements it; tests script it; a remote LLM is planned. Calls take `&mut self` because a
-/// model holds KV state; share one across threads behind a `Mutex`.
+/// and a remote server ([`RemoteLlm`]) implement it; tests script it. Calls take `&mut self`
+/// because a model holds KV state; [`Engine`] gives several threads their own handles.
 pub trait Llm: Send {
     fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError>;
     /// Answers several requests, each result in its request's place: the same answers as
@@ -203,4 +207,27 @@ pub trait Llm: Send {
     fn context_window(&self) -> usize;
     /// Model name for reports.
     fn name(&self) -> &str;
+    /// The calls that follow belong to the task `key` (`None`: to none): a remote engine sends
+    /// it so a router keeps them on the replica whose prefix cache holds their shared start.
+    fn set_session(&mut self, key: Option<&str>) {
+        let _ = key;
+    }
+}
+
+/// An engine several pipelines use at the same time, each through its own handle.
+#[derive(Clone, Debug)]
+pub enum Engine {
+    /// The local model on a thread of its own, decoding the callers' answers together.
+    Local(SharedLlm),
+    /// An OpenAI-compatible server.
+    Remote(RemoteLlm),
+}
+
+impl Engine {
+    pub fn handle(&self) -> Box<dyn Llm> {
+        match self {
+            Engine::Local(shared) => Box::new(shared.clone()),
+            Engine::Remote(remote) => Box::new(remote.clone()),
+        }
+    }
 }
