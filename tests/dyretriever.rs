@@ -76,17 +76,9 @@ impl Llm for Scripted {
             None => "```python\ndef iteratepath(p):\n    return normpath(p).split('/')\n```".into(),
         };
         Ok(GenerateResponse {
-            text,
-            finish_reason: FinishReason::Constraint,
             prompt_tokens: 10,
-            cached_prompt_tokens: 0,
             generated_tokens: 1,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-            constraint_ms: 0.0,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
-            tokens: Vec::new(),
+            ..GenerateResponse::new(text, FinishReason::Constraint)
         })
     }
     fn count_tokens(&self, _prompt: &Prompt) -> Result<usize, LlmError> {

@@ -31,17 +31,9 @@ impl Llm for Scripted {
     fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
         self.prompts.push(render(&request.prompt));
         Ok(GenerateResponse {
-            text: self.answer.clone(),
-            finish_reason: FinishReason::Stop,
             prompt_tokens: self.count_tokens(&request.prompt)?,
-            cached_prompt_tokens: 0,
             generated_tokens: self.answer.len() / 4,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-            constraint_ms: 0.0,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
-            tokens: Vec::new(),
+            ..GenerateResponse::new(self.answer.clone(), FinishReason::Stop)
         })
     }
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {

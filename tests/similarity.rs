@@ -32,17 +32,9 @@ impl Llm for FixedAnswer {
     fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
         let text = "```python\ndef iteratepath(path):\n    return path.split('/')\n```".to_string();
         Ok(GenerateResponse {
-            text,
-            finish_reason: FinishReason::Stop,
             prompt_tokens: self.count_tokens(&request.prompt)?,
-            cached_prompt_tokens: 0,
             generated_tokens: 10,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-            constraint_ms: 0.0,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
-            tokens: Vec::new(),
+            ..GenerateResponse::new(text, FinishReason::Stop)
         })
     }
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {

@@ -57,7 +57,8 @@ pub struct Settings {
     pub embed_device: String,
     /// Where the projects' vectors are kept between runs (never inside the projects).
     pub vectors_dir: PathBuf,
-    /// An engine shared by several pipelines running at once (instead of loading `model`).
+    /// An engine shared by several pipelines running at once, or a server (either instead of
+    /// loading `model`).
     pub engine: Option<Engine>,
     /// Reuse computed prompt prefixes (see [`LlmOptions::prefix_reuse`]).
     pub prefix_reuse: bool,
@@ -134,7 +135,6 @@ pub fn generates(name: &str) -> bool {
     !matches!(name, "reference" | "not-implemented")
 }
 
-/// The method called `name`, configured by `settings` where it generates.
 /// `name` with every character but ASCII letters and digits as `_`.
 fn file_safe(name: &str) -> String {
     name.chars()
@@ -142,6 +142,7 @@ fn file_safe(name: &str) -> String {
         .collect()
 }
 
+/// The method called `name`, configured by `settings` where it generates.
 pub fn builtin(name: &str, settings: &Settings) -> Result<Box<dyn Method>, MethodError> {
     let (kind, similarity) = match name {
         "reference" => return Ok(Box::new(Reference)),

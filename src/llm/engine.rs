@@ -401,17 +401,8 @@ impl CandleLlm {
             });
         }
         let mut resp = GenerateResponse {
-            text: String::new(),
-            finish_reason: FinishReason::Constraint,
             prompt_tokens: ids.len(),
-            cached_prompt_tokens: 0,
-            generated_tokens: 0,
-            prefill_ms: 0.0,
-            decode_ms: 0.0,
-            constraint_ms: 0.0,
-            drafted_tokens: 0,
-            accepted_tokens: 0,
-            tokens: Vec::new(),
+            ..GenerateResponse::new(String::new(), FinishReason::Constraint)
         };
         if let Some(only) = matcher.as_ref().and_then(|m| m.single_answer()) {
             resp.text = only.to_string();

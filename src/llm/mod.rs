@@ -179,6 +179,25 @@ pub struct GenerateResponse {
     pub tokens: Vec<u32>,
 }
 
+impl GenerateResponse {
+    /// `text` with no accounting yet (all counts and times zero).
+    pub fn new(text: String, finish_reason: FinishReason) -> Self {
+        Self {
+            text,
+            finish_reason,
+            prompt_tokens: 0,
+            cached_prompt_tokens: 0,
+            generated_tokens: 0,
+            prefill_ms: 0.0,
+            decode_ms: 0.0,
+            constraint_ms: 0.0,
+            drafted_tokens: 0,
+            accepted_tokens: 0,
+            tokens: Vec::new(),
+        }
+    }
+}
+
 /// A text generator. The seam between the retrieval pipelines and a model: the candle engine
 /// and a remote server ([`RemoteLlm`]) implement it; tests script it. Calls take `&mut self`
 /// because a model holds KV state; [`Engine`] gives several threads their own handles.

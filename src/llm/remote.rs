@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use super::constraint::Matcher;
 use super::engine::{block_end, find_stop, statement_end};
 use super::{
-    fim_prompt, Constraint, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt,
-    Role, Sampling,
+    fim_prompt, Constraint, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError,
+    Message, Prompt, Role, Sampling,
 };
 
 /// How a server takes constrained answers.
@@ -230,7 +230,10 @@ impl RemoteLlm {
         }
         let matcher = request.constraint.as_ref().map(Matcher::new).transpose()?;
         if let Some(only) = matcher.as_ref().and_then(|m| m.single_answer()) {
-            return Ok(answered(only.to_string(), FinishReason::Constraint));
+            return Ok(GenerateResponse::new(
+                only.to_string(),
+                FinishReason::Constraint,
+            ));
         }
         let (path, body) = self.body(request)?;
         let mut last = String::new();
@@ -264,13 +267,10 @@ impl RemoteLlm {
     fn body(&self, request: &GenerateRequest) -> Result<(&'static str, Value), LlmError> {
         let s = &self.server;
         let (path, mut body) = match &request.prompt {
-            Prompt::Chat(messages) => {
-                let messages: Vec<Value> = messages
-                    .iter()
-                    .map(|m| json!({"role": role(m.role), "content": m.content}))
-                    .collect();
-                ("/v1/chat/completions", json!({ "messages": messages }))
-            }
+            Prompt::Chat(messages) => (
+                "/v1/chat/completions",
+                json!({ "messages": messages_json(messages) }),
+            ),
             Prompt::Text(text) => ("/v1/completions", json!({ "prompt": text })),
             Prompt::Fim { prefix, suffix } => (
                 "/v1/completions",
@@ -306,43 +306,26 @@ impl RemoteLlm {
         Ok((path, body))
     }
 
-    /// Tokens of `text` as the server's tokenizer counts them (special tokens recognised).
-    fn tokenize(&self, text: &str) -> Result<usize, LlmError> {
+    /// Tokens the server's `/tokenize` counts for `body` (llama.cpp: `content`; vLLM: `prompt`
+    /// or `messages`).
+    fn token_count(&self, body: &Value) -> Result<usize, LlmError> {
         let s = &self.server;
-        let (path, body) = match s.dialect {
-            Dialect::Llamacpp => (
-                "/tokenize",
-                json!({"content": text, "add_special": false, "parse_special": true}),
-            ),
-            _ => ("/tokenize", json!({"model": s.model, "prompt": text})),
-        };
         let reply = s
-            .call("POST", path, Some(&body), None)
+            .call("POST", "/tokenize", Some(body), None)
             .map_err(|f| s.error(f))?;
         reply["count"]
             .as_u64()
             .map(|n| n as usize)
             .or_else(|| reply["tokens"].as_array().map(Vec::len))
-            .ok_or_else(|| s.fail(format!("{path} answered without tokens: {reply}")))
+            .ok_or_else(|| s.fail(format!("/tokenize answered without tokens: {reply}")))
     }
 
-    /// A chat prompt as the server's template renders it (llama.cpp's `/apply-template`).
-    fn render_chat(&self, prompt: &Prompt) -> Result<String, LlmError> {
+    /// Chat messages as the server's template renders them (llama.cpp's `/apply-template`).
+    fn render_chat(&self, messages: &[Message]) -> Result<String, LlmError> {
         let s = &self.server;
-        let Prompt::Chat(messages) = prompt else {
-            unreachable!("only chat prompts are rendered by the server")
-        };
-        let messages: Vec<Value> = messages
-            .iter()
-            .map(|m| json!({"role": role(m.role), "content": m.content}))
-            .collect();
+        let body = json!({ "messages": messages_json(messages) });
         let reply = s
-            .call(
-                "POST",
-                "/apply-template",
-                Some(&json!({ "messages": messages })),
-                None,
-            )
+            .call("POST", "/apply-template", Some(&body), None)
             .map_err(|f| s.error(f))?;
         reply["prompt"].as_str().map(str::to_string).ok_or_else(|| {
             s.fail(format!(
@@ -452,12 +435,17 @@ fn base_url(endpoint: &str) -> Result<String, LlmError> {
     Ok(trimmed.strip_suffix("/v1").unwrap_or(trimmed).to_string())
 }
 
-fn role(r: Role) -> &'static str {
-    match r {
+/// Messages in the OpenAI form.
+fn messages_json(messages: &[Message]) -> Value {
+    let role = |r: Role| match r {
         Role::System => "system",
         Role::User => "user",
         Role::Assistant => "assistant",
-    }
+    };
+    messages
+        .iter()
+        .map(|m| json!({"role": role(m.role), "content": m.content}))
+        .collect()
 }
 
 /// The `error.message` (OpenAI, vLLM, llama.cpp) or `message` of an error body, else its text.
@@ -568,22 +556,6 @@ fn cut(resp: &mut GenerateResponse, request: &GenerateRequest) {
     }
 }
 
-fn answered(text: String, finish_reason: FinishReason) -> GenerateResponse {
-    GenerateResponse {
-        text,
-        finish_reason,
-        prompt_tokens: 0,
-        cached_prompt_tokens: 0,
-        generated_tokens: 0,
-        prefill_ms: 0.0,
-        decode_ms: 0.0,
-        constraint_ms: 0.0,
-        drafted_tokens: 0,
-        accepted_tokens: 0,
-        tokens: Vec::new(),
-    }
-}
-
 /// A completion reply as a response: its text, finish reason and the server's `usage` (cached
 /// prompt tokens from `prompt_tokens_details`, or llama.cpp's `timings`). Without the
 /// server's timings the whole wall time counts as decoding.
@@ -599,7 +571,7 @@ fn response(reply: &Value, wall: Duration) -> Option<GenerateResponse> {
     let usage = &reply["usage"];
     let count = |v: &Value| v.as_u64().unwrap_or(0) as usize;
     let timings = &reply["timings"];
-    let mut resp = answered(text.to_string(), finish_reason);
+    let mut resp = GenerateResponse::new(text.to_string(), finish_reason);
     resp.prompt_tokens = count(&usage["prompt_tokens"]);
     resp.generated_tokens = count(&usage["completion_tokens"]);
     resp.cached_prompt_tokens = usage["prompt_tokens_details"]["cached_tokens"]
@@ -647,31 +619,25 @@ impl Llm for RemoteLlm {
     /// estimate of one token per three bytes (code runs 3.5–4 with Qwen's tokenizer), so
     /// budgets err on the short side.
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
-        let dialect = self.server.dialect;
-        let text = match prompt {
-            Prompt::Chat(_) if dialect == Dialect::Llamacpp => self.render_chat(prompt)?,
-            Prompt::Chat(messages) if dialect == Dialect::Vllm => {
-                let s = &self.server;
-                let messages: Vec<Value> = messages
-                    .iter()
-                    .map(|m| json!({"role": role(m.role), "content": m.content}))
-                    .collect();
-                let body =
-                    json!({"model": s.model, "messages": messages, "add_generation_prompt": true});
-                let reply = s
-                    .call("POST", "/tokenize", Some(&body), None)
-                    .map_err(|f| s.error(f))?;
-                return reply["count"]
-                    .as_u64()
-                    .map(|n| n as usize)
-                    .ok_or_else(|| s.fail(format!("/tokenize answered without a count: {reply}")));
+        let s = &self.server;
+        let text = match (prompt, s.dialect) {
+            (Prompt::Chat(messages), Dialect::Vllm) => {
+                return self.token_count(&json!({
+                    "model": s.model,
+                    "messages": messages_json(messages),
+                    "add_generation_prompt": true,
+                }))
             }
-            Prompt::Chat(messages) => super::chatml(messages, None),
-            Prompt::Text(t) => t.clone(),
-            Prompt::Fim { prefix, suffix } => fim_prompt(prefix, suffix),
+            (Prompt::Chat(messages), Dialect::Llamacpp) => self.render_chat(messages)?,
+            (Prompt::Chat(messages), _) => super::chatml(messages, None),
+            (Prompt::Text(t), _) => t.clone(),
+            (Prompt::Fim { prefix, suffix }, _) => fim_prompt(prefix, suffix),
         };
-        match dialect {
-            Dialect::Llamacpp | Dialect::Vllm => self.tokenize(&text),
+        match s.dialect {
+            Dialect::Llamacpp => self.token_count(
+                &json!({"content": text, "add_special": false, "parse_special": true}),
+            ),
+            Dialect::Vllm => self.token_count(&json!({"model": s.model, "prompt": text})),
             Dialect::Sglang | Dialect::Openai => Ok(text.len().div_ceil(3)),
         }
     }
