@@ -184,6 +184,11 @@ pub struct GroundingTrace {
     pub samples: Vec<SampleTrace>,
     /// The seed of the sampled candidate that replaced the answer.
     pub kept_sample: Option<u64>,
+    /// A chat answer still flagged after the repair and the samples: the greedy answer in the
+    /// fill-in-the-middle layout (seed 0), and whether it replaced the answer (it had no
+    /// problems).
+    pub infill: Option<SampleTrace>,
+    pub kept_infill: bool,
 }
 
 /// One sampled candidate and what the names check found in it.
@@ -193,6 +198,13 @@ pub struct SampleTrace {
     pub check: Option<Grounding>,
     pub error: Option<String>,
     pub tokens: (usize, usize),
+}
+
+impl SampleTrace {
+    /// Problems the names check found (none checked: `None`).
+    fn problems(&self) -> Option<usize> {
+        self.check.as_ref().map(|c| c.problems.len())
+    }
 }
 
 /// A result of the similarity part: a function or a SimpleRAG slice, with its score.
@@ -353,33 +365,37 @@ pub fn run(
                 None => {}
             }
             for (seed, answer) in (1..).zip(answers) {
-                let mut trace = SampleTrace {
-                    seed,
-                    check: None,
-                    error: None,
-                    tokens: (0, 0),
-                };
-                match answer {
-                    Ok(candidate) => {
-                        let r = &candidate.response;
-                        trace.tokens = (r.prompt_tokens, r.generated_tokens);
-                        extra_tokens.0 += r.prompt_tokens;
-                        extra_tokens.1 += r.generated_tokens;
-                        let check = grounding::check(view, target, &candidate.completion.function);
-                        if check.problems.len() < problems {
-                            problems = check.problems.len();
-                            checked.kept_sample = Some(seed);
-                            generation = candidate;
-                        }
-                        trace.check = Some(check);
+                let (trace, candidate) = candidate(answer, seed, view, target, &mut extra_tokens)?;
+                if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
+                    if found < problems {
+                        problems = found;
+                        checked.kept_sample = Some(seed);
+                        generation = candidate;
                     }
-                    Err(GenerateError::Llm(e)) => return Err(GenerateError::Llm(e).into()),
-                    Err(e) => trace.error = Some(e.to_string()),
                 }
                 checked.samples.push(trace);
             }
         }
-        if checked.kept_repair || checked.kept_sample.is_some() {
+        // Still flagged: the same context in the model's fill-in-the-middle layout, which
+        // writes the body in place, inside its file, and misnames differently (the two
+        // layouts' failures overlap little). Kept only when its answer has no problems.
+        if problems > 0
+            && generation.format == PromptFormat::Chat
+            && target.lang == crate::repo::model::Lang::Python
+        {
+            let infill_options = GenerateOptions {
+                format: PromptFormat::Infill,
+                ..opts.generation.clone()
+            };
+            let answer = generate(llm, target, local.as_ref(), &snippets, &infill_options);
+            let (trace, candidate) = candidate(answer, 0, view, target, &mut extra_tokens)?;
+            if let (Some(candidate), Some(0)) = (candidate, trace.problems()) {
+                checked.kept_infill = true;
+                generation = candidate;
+            }
+            checked.infill = Some(trace);
+        }
+        if checked.kept_repair || checked.kept_sample.is_some() || checked.kept_infill {
             checked.first_answer = Some(original.raw_answer.clone());
         }
         checked.first = Some(first);
@@ -407,6 +423,43 @@ pub fn run(
         dyretriever_s,
         generation_s,
     })
+}
+
+/// Another answer (a sample, or the infilled one) checked for names, its tokens added to
+/// `extra`: its trace, and the answer when there is one. An LLM failure ends the run; other
+/// errors (an answer that doesn't parse) are traced.
+fn candidate(
+    answer: Result<Generation, GenerateError>,
+    seed: u64,
+    view: &MaskedView,
+    target: &Target,
+    extra: &mut (usize, usize),
+) -> Result<(SampleTrace, Option<Generation>), PipelineError> {
+    let mut trace = SampleTrace {
+        seed,
+        check: None,
+        error: None,
+        tokens: (0, 0),
+    };
+    match answer {
+        Ok(candidate) => {
+            let r = &candidate.response;
+            trace.tokens = (r.prompt_tokens, r.generated_tokens);
+            extra.0 += r.prompt_tokens;
+            extra.1 += r.generated_tokens;
+            trace.check = Some(grounding::check(
+                view,
+                target,
+                &candidate.completion.function,
+            ));
+            Ok((trace, Some(candidate)))
+        }
+        Err(GenerateError::Llm(e)) => Err(GenerateError::Llm(e).into()),
+        Err(e) => {
+            trace.error = Some(e.to_string());
+            Ok((trace, None))
+        }
+    }
 }
 
 /// The similarity part of the method's context, best first, with scores.
@@ -496,18 +549,21 @@ mod tests {
     use crate::llm::{FinishReason, GenerateRequest, GenerateResponse, LlmError, Prompt};
     use crate::repo::{resolve_target, temp_repository};
 
-    /// Answers name a helper that doesn't exist, except greedy ones when `greedy_clean` and
-    /// the sampled one with seed `good_seed`.
+    /// Answers name a helper that doesn't exist, except greedy ones when `greedy_clean`, the
+    /// sampled one with seed `good_seed`, and fill-in-the-middle ones when `infill_clean`.
     struct Scripted {
         greedy_clean: bool,
         good_seed: u64,
+        infill_clean: bool,
         calls: Vec<Sampling>,
     }
 
     impl Llm for Scripted {
         fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
             self.calls.push(request.sampling);
+            let infill = matches!(request.prompt, Prompt::Text(_));
             let clean = match request.sampling {
+                _ if infill => self.infill_clean,
                 Sampling::Greedy => self.greedy_clean,
                 Sampling::Sample { seed, .. } => seed == self.good_seed,
             };
@@ -516,18 +572,15 @@ mod tests {
             } else {
                 "return add_numbers(a, b)"
             };
+            let text = if infill {
+                format!("    {body}\n")
+            } else {
+                format!("```python\ndef total(a, b):\n    {body}\n```")
+            };
             Ok(GenerateResponse {
-                text: format!("```python\ndef total(a, b):\n    {body}\n```"),
-                finish_reason: FinishReason::Stop,
                 prompt_tokens: 100,
-                cached_prompt_tokens: 0,
                 generated_tokens: 10,
-                prefill_ms: 0.0,
-                decode_ms: 0.0,
-                constraint_ms: 0.0,
-                drafted_tokens: 0,
-                accepted_tokens: 0,
-                tokens: Vec::new(),
+                ..GenerateResponse::new(text, FinishReason::Stop)
             })
         }
         fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
@@ -564,6 +617,7 @@ mod tests {
         Scripted {
             greedy_clean: false,
             good_seed,
+            infill_clean: false,
             calls: Vec::new(),
         }
     }
@@ -590,13 +644,41 @@ mod tests {
     #[test]
     fn without_a_better_candidate_the_first_answer_stands() {
         let (run, calls) = run_with(flagged(99), 2);
-        assert_eq!(calls.len(), 4);
+        // The first answer, the repair and two samples, then the infilled one.
+        assert_eq!(calls.len(), 5);
         assert_eq!(run.grounding.kept_sample, None);
+        assert!(!run.grounding.kept_infill);
+        let infill = run.grounding.infill.as_ref().expect("infill tried");
+        assert_eq!(infill.check.as_ref().map(|c| c.problems.len()), Some(1));
         assert_eq!(run.grounding.first_answer, None);
         assert!(run.generation.completion.function.contains("add_numbers"));
-        // No samples asked for: the first answer and the repair only.
+        // No samples asked for: the first answer, the repair and the infilled one only.
         let (run, calls) = run_with(flagged(1), 0);
-        assert_eq!((calls.len(), run.grounding.samples.len()), (2, 0));
+        assert_eq!((calls.len(), run.grounding.samples.len()), (3, 0));
+    }
+
+    #[test]
+    fn a_clean_infilled_answer_replaces_a_chat_answer_still_flagged() {
+        let llm = Scripted {
+            infill_clean: true,
+            ..flagged(99)
+        };
+        let (run, calls) = run_with(llm, 1);
+        assert_eq!(calls.len(), 4);
+        assert!(run.grounding.kept_infill);
+        assert_eq!(run.generation.format, PromptFormat::Infill);
+        let function = &run.generation.completion.function;
+        assert!(
+            function.starts_with("def total(a, b):\n") && function.ends_with("    return a + b\n"),
+            "{function:?}"
+        );
+        assert!(run
+            .grounding
+            .first_answer
+            .as_deref()
+            .unwrap()
+            .contains("add_numbers"));
+        assert_eq!(run.generation_tokens, (400, 40));
     }
 
     #[test]
@@ -604,6 +686,7 @@ mod tests {
         let clean = Scripted {
             greedy_clean: true,
             good_seed: 1,
+            infill_clean: true,
             calls: Vec::new(),
         };
         let (run, calls) = run_with(clean, 3);
