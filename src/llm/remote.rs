@@ -28,8 +28,7 @@ use super::{
 };
 
 /// How a server takes constrained answers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Dialect {
     /// vLLM ≥ 0.12: `structured_outputs` (`choice`, `json`).
     Vllm,
@@ -235,7 +234,7 @@ impl RemoteLlm {
                 FinishReason::Constraint,
             ));
         }
-        let (path, body) = self.body(request)?;
+        let (path, body) = self.body(request);
         let mut last = String::new();
         for _ in 0..2 {
             let started = Instant::now();
@@ -264,7 +263,7 @@ impl RemoteLlm {
     }
 
     /// The route and JSON body of `request` in this server's dialect.
-    fn body(&self, request: &GenerateRequest) -> Result<(&'static str, Value), LlmError> {
+    fn body(&self, request: &GenerateRequest) -> (&'static str, Value) {
         let s = &self.server;
         let (path, mut body) = match &request.prompt {
             Prompt::Chat(messages) => (
@@ -303,7 +302,7 @@ impl RemoteLlm {
                 }
             }
         }
-        Ok((path, body))
+        (path, body)
     }
 
     /// Tokens the server's `/tokenize` counts for `body` (llama.cpp: `content`; vLLM: `prompt`
