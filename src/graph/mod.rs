@@ -117,6 +117,21 @@ impl Ccg {
             .map(|e| e.from)
     }
 
+    /// The edges whose both ends are in `among`, sorted. Read through the edge index of each
+    /// member, not the whole edge list: a file's slices would otherwise cost its statements
+    /// times its edges.
+    pub fn edges_among(&self, among: &BTreeSet<usize>) -> Vec<Edge> {
+        let mut found: Vec<usize> = among
+            .iter()
+            .filter_map(|&to| self.incoming.get(to))
+            .flatten()
+            .copied()
+            .filter(|&i| among.contains(&self.edges[i].from))
+            .collect();
+        found.sort_unstable();
+        found.into_iter().map(|i| self.edges[i].clone()).collect()
+    }
+
     /// The statement a cursor after `line` (1-based) continues: the last one starting at or
     /// before it.
     pub fn statement_at_line(&self, line: usize) -> Option<usize> {

@@ -775,6 +775,18 @@ print(total)
             .edges
             .iter()
             .all(|e| [0, 6, 8].contains(&e.from) && [0, 6, 8].contains(&e.to)));
+        // Every slice's edges are exactly those of the whole list among its statements, in order.
+        for target in 0..g.statements.len() {
+            let s = slice(&g, target, &SliceLimits::default());
+            let among: Vec<Edge> = g
+                .edges
+                .iter()
+                .filter(|e| s.statements.contains(&e.from) && s.statements.contains(&e.to))
+                .cloned()
+                .collect();
+            assert_eq!(s.edges, among, "slice of {target}");
+            assert!(!s.edges.is_empty() || s.statements.len() == 1);
+        }
         assert_eq!(g.statement_at_line(7), Some(6));
         assert_eq!(g.statement_at_line(8), Some(6));
     }

@@ -72,12 +72,7 @@ pub fn slice(ccg: &Ccg, target: usize, limits: &SliceLimits) -> Slice {
             }
         }
     }
-    let edges = ccg
-        .edges
-        .iter()
-        .filter(|e| taken.contains(&e.from) && taken.contains(&e.to))
-        .cloned()
-        .collect();
+    let edges = ccg.edges_among(&taken);
     Slice {
         target,
         statements: taken.into_iter().collect(),

@@ -22,24 +22,25 @@ pub const LAMBDA: f64 = 0.7;
 
 /// Identifier-like words and single punctuation characters: what Jaccard similarity compares.
 pub fn tokens(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut word = String::new();
-    for c in text.chars() {
-        if c.is_alphanumeric() || c == '_' {
-            word.push(c);
-            continue;
-        }
-        if !word.is_empty() {
-            out.insert(std::mem::take(&mut word));
-        }
-        if !c.is_whitespace() {
-            out.insert(c.to_string());
-        }
-    }
-    if !word.is_empty() {
-        out.insert(word);
-    }
-    out
+    token_spans(text).map(str::to_string).collect()
+}
+
+/// The tokens of `text` in order, repeats and all, as slices of it.
+pub fn token_spans(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        rest = rest.trim_start();
+        let first = rest.chars().next()?;
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        let len = if word(first) {
+            rest.find(|c: char| !word(c)).unwrap_or(rest.len())
+        } else {
+            first.len_utf8()
+        };
+        let (token, tail) = rest.split_at(len);
+        rest = tail;
+        Some(token)
+    })
 }
 
 /// |a ∩ b| / |a ∪ b|; 1 for two empty sets.
@@ -196,6 +197,13 @@ mod tests {
             tokens("b = a[0]"),
             ["0", "=", "[", "]", "a", "b"].map(String::from).into()
         );
+        // Words run over letters (any script), digits and `_`; every other visible character
+        // is a token alone; whitespace separates.
+        assert_eq!(
+            token_spans("x_1 =a.b(c)\t# é2 ±").collect::<Vec<_>>(),
+            ["x_1", "=", "a", ".", "b", "(", "c", ")", "#", "é2", "±"]
+        );
+        assert_eq!(token_spans("  \n ").count(), 0);
         let j = jaccard(&tokens("b = a"), &tokens("b = 2"));
         assert!((j - 0.5).abs() < 1e-12);
         assert_eq!(jaccard(&BTreeSet::new(), &BTreeSet::new()), 1.0);

@@ -28,7 +28,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::rank::{dsed, mmr, tokens, GAMMA, LAMBDA};
+use super::rank::{dsed, mmr, token_spans, GAMMA, LAMBDA};
 use crate::embed::{EmbedError, Embedder, TextKind};
 use crate::graph::{slice, Ccg, Slice, SliceLimits};
 use crate::index::vectors::dot;
@@ -129,10 +129,22 @@ pub struct Codebase {
 }
 
 /// Ascending ids of `text`'s tokens; `id` names each token.
-fn token_ids(text: &str, id: &mut dyn FnMut(String) -> u32) -> Vec<u32> {
-    let mut out: Vec<u32> = tokens(text).into_iter().map(id).collect();
+fn token_ids(text: &str, id: &mut dyn FnMut(&str) -> u32) -> Vec<u32> {
+    let mut out: Vec<u32> = token_spans(text).map(id).collect();
     out.sort_unstable();
+    out.dedup();
     out
+}
+
+/// The id of `token` in `vocab`, a new one (`first` + its size) when missing; a token is
+/// copied only the first time it is seen.
+fn intern(vocab: &mut HashMap<String, u32>, token: &str, first: usize) -> u32 {
+    if let Some(&id) = vocab.get(token) {
+        return id;
+    }
+    let id = (first + vocab.len()) as u32;
+    vocab.insert(token.to_string(), id);
+    id
 }
 
 /// Jaccard similarity of two ascending id sets (1 for two empty sets, as [`jaccard`]).
@@ -230,7 +242,7 @@ fn snippets(
     path: &str,
     units: Vec<Unit>,
     graph: GraphRef,
-    id: &mut dyn FnMut(String) -> u32,
+    id: &mut dyn FnMut(&str) -> u32,
 ) -> Vec<Snippet> {
     units
         .into_iter()
@@ -282,10 +294,7 @@ impl Codebase {
             vocab: HashMap::new(),
         };
         let mut vocab: HashMap<String, u32> = HashMap::new();
-        let mut id = |t: String| {
-            let next = vocab.len() as u32;
-            *vocab.entry(t).or_insert(next)
-        };
+        let mut id = |t: &str| intern(&mut vocab, t, 0);
         for (path, file) in files {
             let g = GraphRef::Base(out.graphs.len());
             out.graphs.extend(file.graph);
@@ -309,7 +318,7 @@ impl Codebase {
     pub fn cursor(&self, path: &str, unfinished: &str) -> Cursor<'_> {
         let lang = crate::repo::lang::for_path(path).map_or(Lang::Python, |l| l.lang());
         let mut extra: HashMap<String, u32> = HashMap::new();
-        let mut id = |t: String| self.token_id(&mut extra, t);
+        let mut id = |t: &str| self.token_id(&mut extra, t);
         let file = file_units(unfinished, lang, self.units, &self.limits);
         let graph = file.graph;
         let mut own = snippets(path, file.units, GraphRef::Cursor, &mut id);
@@ -343,12 +352,11 @@ impl Codebase {
     }
 
     /// The id of a token of a cursor's code: the codebase's, or a new one kept in `extra`.
-    fn token_id(&self, extra: &mut HashMap<String, u32>, token: String) -> u32 {
-        if let Some(&id) = self.vocab.get(&token) {
-            return id;
+    fn token_id(&self, extra: &mut HashMap<String, u32>, token: &str) -> u32 {
+        match self.vocab.get(token) {
+            Some(&id) => id,
+            None => intern(extra, token, self.vocab.len()),
         }
-        let next = (self.vocab.len() + extra.len()) as u32;
-        *extra.entry(token).or_insert(next)
     }
 
     pub(super) fn vector_cache(&self) -> MutexGuard<'_, HashMap<[u8; 32], Vec<f32>>> {
@@ -644,11 +652,9 @@ def load(path):
 
     #[test]
     fn jaccard_over_ids_is_jaccard_over_tokens() {
+        use super::super::rank::{jaccard, tokens};
         let mut vocab = HashMap::new();
-        let mut id = |t: String| {
-            let next = vocab.len() as u32;
-            *vocab.entry(t).or_insert(next)
-        };
+        let mut id = |t: &str| intern(&mut vocab, t, 0);
         for (a, b) in [
             ("x = f(a, b)", "y = f(a)"),
             ("", ""),
@@ -656,7 +662,7 @@ def load(path):
             ("a", "b"),
         ] {
             let (ia, ib) = (token_ids(a, &mut id), token_ids(b, &mut id));
-            let expected = super::super::rank::jaccard(&tokens(a), &tokens(b));
+            let expected = jaccard(&tokens(a), &tokens(b));
             assert!(
                 (jaccard_ids(&ia, &ib) - expected).abs() < 1e-12,
                 "{a:?} {b:?}"
