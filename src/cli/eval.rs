@@ -392,10 +392,6 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
             args.source_root.display()
         );
     }
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("eval-runs").join(options.variant_name()));
     let embedder = if options.needs_embedder() {
         let device = repohop::embed::parse_device(&args.embed.device)?;
         Some(repohop::embed::load(&args.embed.embed_model, &device)?)
@@ -403,6 +399,12 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
         None
     };
     let mut llm = args.remote.llm_or(&args.model)?;
+    let remote = args.remote.llm_endpoint.is_some().then(|| llm.name());
+    let name = options.variant_name() + &pipelines::generator_suffix(remote, &args.model);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("eval-runs").join(name));
     install_stop_handler();
     let cfg = LineRunConfig {
         tasks_file: args.tasks.clone(),

@@ -115,17 +115,22 @@ impl Settings {
         if self.embed_model != embed::DEFAULT_MODEL {
             out.push_str(&format!("-embed-{}", file_safe(&self.embed_model)));
         }
-        // Another generator is another run: its results never resume or merge into these.
-        match &self.engine {
-            Some(Engine::Remote(remote)) => {
-                out.push_str(&format!("-remote-{}", file_safe(remote.name())))
-            }
-            _ if self.model != crate::models::DEFAULT_GENERATOR => {
-                out.push_str(&format!("-model-{}", file_safe(&self.model)))
-            }
-            _ => {}
-        }
-        out
+        let remote = match &self.engine {
+            Some(Engine::Remote(remote)) => Some(remote.name()),
+            _ => None,
+        };
+        out + &generator_suffix(remote, &self.model)
+    }
+}
+
+/// The run-name suffix of a generator other than the default: the served model's name when
+/// `remote` is given, else the local `model`'s. Another generator is another run: its results
+/// never resume or merge into the default's.
+pub fn generator_suffix(remote: Option<&str>, model: &str) -> String {
+    match remote {
+        Some(name) => format!("-remote-{}", file_safe(name)),
+        None if model != crate::models::DEFAULT_GENERATOR => format!("-model-{}", file_safe(model)),
+        None => String::new(),
     }
 }
 
@@ -389,6 +394,12 @@ mod tests {
             other.variant_name("dycoder"),
             "dycoder-nolocal-model-_models_qwen3_coder_30b_gguf"
         );
+        // Line runs take the same suffix; a served model names the run whatever `--model` says.
+        assert_eq!(
+            generator_suffix(Some("qwen2.5-coder:7b"), crate::models::DEFAULT_GENERATOR),
+            "-remote-qwen2_5_coder_7b"
+        );
+        assert_eq!(generator_suffix(None, crate::models::DEFAULT_GENERATOR), "");
     }
 
     #[test]
