@@ -10,8 +10,8 @@ use candle_core::Device;
 
 use repohop::llm::qwen::{KvCache, QwenModel};
 use repohop::llm::{
-    CandleLlm, FinishReason, GenerateRequest, Llm, LlmError, LlmOptions, Message, ModelFiles,
-    Prompt, SharedLlm,
+    CandleLlm, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, LlmOptions, Message,
+    ModelFiles, Prompt, SharedLlm,
 };
 use test_device::{assert_on_test_device, test_device};
 
@@ -477,6 +477,68 @@ fn threads_sharing_one_engine_get_their_own_answers() {
     let answers = llm.generate_batch(&[zero, reqs[1].clone()]);
     assert!(answers[0].is_err());
     assert_eq!(answers[1].as_ref().unwrap().tokens, want[1]);
+}
+
+#[test]
+fn a_kv_budget_holds_answers_back_without_changing_them() {
+    let reqs: Vec<GenerateRequest> = ["def load_config(path):", "class Parser:", "import os", "x"]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut r = GenerateRequest::new(chat(&[p]));
+            r.max_new_tokens = 6 + 2 * i;
+            r
+        })
+        .collect();
+    let load = |budget: Option<usize>| {
+        let options = LlmOptions {
+            prefix_reuse: false,
+            kv_budget_bytes: budget,
+            ..LlmOptions::default()
+        };
+        CandleLlm::load(fixture("qwen2").to_str().unwrap(), &options).unwrap()
+    };
+    let tokens = |answers: Vec<Result<GenerateResponse, LlmError>>| -> Vec<Vec<u32>> {
+        answers.into_iter().map(|a| a.unwrap().tokens).collect()
+    };
+    let mut free = load(None);
+    let together = tokens(free.generate_batch(&reqs));
+    let all_at_once = free.take_peak_kv_in_flight();
+    let mut largest = 0;
+    for r in &reqs {
+        let mut one = load(None);
+        one.generate_batch(std::slice::from_ref(r));
+        largest = largest.max(one.take_peak_kv_in_flight());
+    }
+    assert!(
+        largest > 0 && largest < all_at_once,
+        "{largest} {all_at_once}"
+    );
+
+    // No room beside anything: one answer at a time, each as large as alone.
+    let mut tight = load(Some(1));
+    assert_eq!(tokens(tight.generate_batch(&reqs)), together);
+    assert_eq!(tight.take_peak_kv_in_flight(), largest);
+    // Room for any two: two run together, never more than the bound.
+    let mut two = load(Some(2 * largest));
+    assert_eq!(tokens(two.generate_batch(&reqs)), together);
+    let held = two.take_peak_kv_in_flight();
+    assert!(held > largest && held <= 2 * largest, "{held} {largest}");
+
+    // A shared engine queues the callers' requests the same way.
+    let shared = SharedLlm::spawn(load(Some(1)));
+    let got: Vec<Vec<u32>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let mut llm = shared.clone();
+                scope.spawn(move || llm.generate(r).unwrap().tokens)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(got, together);
+    assert!(shared.clone().generate_batch(&[]).is_empty());
 }
 
 #[test]

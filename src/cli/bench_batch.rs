@@ -94,11 +94,12 @@ fn measure(
     let mut rows = Vec::new();
     let mut differ = 0;
     for &c in levels {
-        let (mut aggregate, mut per_answer, mut prefill, mut peak) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut aggregate, mut per_answer, mut prefill, mut peak, mut kv) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for run in 0..runs {
             llm.clear_cache();
             let tracked = reset_peak_rss();
+            let started = std::time::Instant::now();
             let out: Vec<GenerateResponse> = llm
                 .generate_batch(&reqs[..c])
                 .into_iter()
@@ -107,11 +108,13 @@ fn measure(
             if let Some(mib) = peak_rss_mib().filter(|_| tracked) {
                 peak.push(mib);
             }
-            // Every answer's decode starts at the same moment: the batch takes the longest.
-            let wall = out.iter().map(|r| r.decode_ms).fold(0.0, f64::max) / 1e3;
+            kv.push(llm.take_peak_kv_in_flight() as f64 / f64::from(1 << 20));
+            // Prompts are computed one at a time between decode steps (all before them, or
+            // later ones as the KV budget frees room): decode took the rest.
+            let prefill_s: f64 = out.iter().map(|r| r.prefill_ms).sum::<f64>() / 1e3;
+            let wall = started.elapsed().as_secs_f64() - prefill_s;
             let tokens: usize = out.iter().map(|r| r.generated_tokens).sum();
             let prompt_tokens: usize = out.iter().map(|r| r.prompt_tokens).sum();
-            let prefill_s: f64 = out.iter().map(|r| r.prefill_ms).sum::<f64>() / 1e3;
             aggregate.push(tokens as f64 / wall.max(1e-9));
             per_answer.push(median(&out.iter().map(tps).collect::<Vec<_>>()));
             prefill.push(prompt_tokens as f64 / prefill_s.max(1e-9));
@@ -142,10 +145,11 @@ fn measure(
             "speedup_over_one_at_a_time": median(&aggregate) / single,
             "prefill_tokens_per_s": median(&prefill),
             "peak_rss_mib": (!peak.is_empty()).then(|| median(&peak)),
+            "peak_kv_in_flight_mib": median(&kv),
         });
         if !json {
             println!(
-                "{c} at once: {:.1} tok/s decode together ({:.2}x one at a time), {:.1} per answer; prefill {:.0} tok/s; peak RSS {}",
+                "{c} at once: {:.1} tok/s decode together ({:.2}x one at a time), {:.1} per answer; prefill {:.0} tok/s; peak RSS {}, KV in flight {:.0} MiB",
                 median(&aggregate),
                 median(&aggregate) / single,
                 median(&per_answer),
@@ -153,6 +157,7 @@ fn measure(
                 row["peak_rss_mib"]
                     .as_f64()
                     .map_or("n/a".to_string(), |m| format!("{m:.0} MiB")),
+                median(&kv),
             );
         }
         rows.push(row);
@@ -166,6 +171,7 @@ fn measure(
         "prompts": reqs.len(),
         "answer_tokens": reqs.first().map(|r| r.max_new_tokens),
         "runs": runs,
+        "kv_budget_mib": llm.kv_budget_bytes().map(|b| b >> 20),
         "one_at_a_time_decode_tokens_per_s": single,
         "levels": rows,
         "answers_differing": differ,

@@ -85,6 +85,11 @@ pub struct EvalArgs {
     /// slower, but each completion is bit for bit the same whatever ran before or beside it.
     #[arg(long)]
     no_prefix_reuse: bool,
+    /// Most MiB the keys and values of the answers decoded together may take (with
+    /// --concurrency); an answer past it waits, in order, for others to end. Answers are the
+    /// same either way. Default: no bound (the 1.5B model takes 56 KiB per token).
+    #[arg(long, value_name = "MIB")]
+    kv_budget_mb: Option<usize>,
     /// Only the first N tasks (of the shard).
     #[arg(long)]
     limit: Option<usize>,
@@ -567,6 +572,7 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
         grounding: !args.no_grounding,
         samples: args.samples,
         prefix_reuse: !args.no_prefix_reuse,
+        kv_budget_bytes: args.kv_budget_mb.map(|m| m << 20),
         format: args.prompt_format,
         ..pipelines::Settings::new(&args.model, vectors_dir)
     }

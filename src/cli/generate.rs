@@ -127,6 +127,10 @@ pub struct GenerateArgs {
     /// slower, but each function is bit for bit the same whatever ran before or beside it.
     #[arg(long)]
     pub no_prefix_reuse: bool,
+    /// With --targets: most MiB the keys and values of the answers decoded together may take;
+    /// an answer past it waits, in order, for others to end (see `eval --kv-budget-mb`).
+    #[arg(long, value_name = "MIB", requires = "targets")]
+    pub kv_budget_mb: Option<usize>,
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
@@ -314,6 +318,7 @@ pub(super) fn similarity(args: &GenerateArgs) -> Similarity {
 pub(super) fn llm_options(args: &GenerateArgs) -> LlmOptions {
     LlmOptions {
         prefix_reuse: !args.no_prefix_reuse,
+        kv_budget_bytes: args.kv_budget_mb.map(|m| m << 20),
         ..LlmOptions::default()
     }
 }

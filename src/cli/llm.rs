@@ -188,6 +188,10 @@ pub struct BenchLlmArgs {
     /// coding asks).
     #[arg(long, value_name = "RUN_DIR")]
     pub prompts_from: Option<std::path::PathBuf>,
+    /// With --concurrency: most MiB the answers' keys and values may take together; answers
+    /// past it wait for others to end (see `eval --kv-budget-mb`).
+    #[arg(long, value_name = "MIB")]
+    pub kv_budget_mb: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -198,7 +202,11 @@ def parse_args(self, argv):\n        return [a for a in argv if not a.startswith
 
 pub fn bench(args: BenchLlmArgs) -> Result<()> {
     anyhow::ensure!(args.runs >= 1, "--runs must be at least 1");
-    let mut llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
+    let options = LlmOptions {
+        kv_budget_bytes: args.kv_budget_mb.map(|m| m << 20),
+        ..LlmOptions::default()
+    };
+    let mut llm = CandleLlm::load(&args.model, &options)?;
     if let Some(dir) = &args.speculative {
         return bench_speculative(&mut llm, dir, &args);
     }

@@ -62,6 +62,8 @@ pub struct Settings {
     pub engine: Option<Engine>,
     /// Reuse computed prompt prefixes (see [`LlmOptions::prefix_reuse`]).
     pub prefix_reuse: bool,
+    /// Bound on the KV memory of answers decoded together ([`LlmOptions::kv_budget_bytes`]).
+    pub kv_budget_bytes: Option<usize>,
     /// How generation prompts are laid out.
     pub format: PromptFormat,
 }
@@ -80,6 +82,7 @@ impl Settings {
             vectors_dir: vectors_dir.to_path_buf(),
             engine: None,
             prefix_reuse: true,
+            kv_budget_bytes: None,
             format: PromptFormat::default(),
         }
     }
@@ -88,6 +91,7 @@ impl Settings {
     pub fn llm_options(&self) -> LlmOptions {
         LlmOptions {
             prefix_reuse: self.prefix_reuse,
+            kv_budget_bytes: self.kv_budget_bytes,
             ..LlmOptions::default()
         }
     }

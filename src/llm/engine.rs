@@ -1,6 +1,7 @@
 //! The candle implementation of [`Llm`]: prompt rendering, prefill with prefix-cache reuse,
 //! the decode loop with stops and constraints, and token accounting.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use candle_core::Device;
@@ -39,6 +40,10 @@ pub struct LlmOptions {
     /// Used only where the model's several-token pass is exact ([`QwenModel::rows_exact`]),
     /// so the answer is the one plain decoding gives, token for token.
     pub speculation: Option<Speculation>,
+    /// Memory the keys and values of answers decoded together may take (`None`: no bound).
+    /// An answer whose prompt and token budget would go over waits, in order, until others
+    /// end; one answer always runs, whatever its size.
+    pub kv_budget_bytes: Option<usize>,
 }
 
 impl Default for LlmOptions {
@@ -47,6 +52,7 @@ impl Default for LlmOptions {
             kv_cache_bytes: 512 << 20,
             prefix_reuse: true,
             speculation: Some(Speculation::default()),
+            kv_budget_bytes: None,
         }
     }
 }
@@ -100,6 +106,9 @@ pub struct CandleLlm {
     cache_limit_tokens: usize,
     prefix_reuse: bool,
     speculation: Option<Speculation>,
+    kv_budget_bytes: Option<usize>,
+    /// Most bytes the answers in flight held at once since last read.
+    peak_kv_in_flight: usize,
 }
 
 /// CUDA GPU 0 in a `cuda` build, else the CPU. A `cuda` build on a machine whose GPU can't
@@ -261,6 +270,8 @@ impl CandleLlm {
             cached: Vec::new(),
             cache_limit_tokens,
             prefix_reuse: options.prefix_reuse,
+            kv_budget_bytes: options.kv_budget_bytes,
+            peak_kv_in_flight: 0,
         })
     }
 
@@ -285,6 +296,17 @@ impl CandleLlm {
     pub fn clear_cache(&mut self) {
         self.model.truncate_kv(0);
         self.cached.clear();
+    }
+
+    /// The bound on the KV memory of answers decoded together ([`LlmOptions::kv_budget_bytes`]).
+    pub fn kv_budget_bytes(&self) -> Option<usize> {
+        self.kv_budget_bytes
+    }
+
+    /// Most bytes the keys and values of answers decoded together held at once since the last
+    /// call (which resets it).
+    pub fn take_peak_kv_in_flight(&mut self) -> usize {
+        std::mem::take(&mut self.peak_kv_in_flight)
     }
 
     /// The speculative decoding in use (`None` when off or when this model's several-token
@@ -651,17 +673,23 @@ impl CandleLlm {
         let mut results: Vec<Option<Result<GenerateResponse, LlmError>>> =
             reqs.iter().map(|_| None).collect();
         let mut live = Vec::new();
-        for (i, req) in reqs.iter().enumerate() {
-            if let Some((i, result)) = self.admit(&mut live, req, i) {
-                results[i] = Some(result);
+        let mut waiting: VecDeque<(usize, &GenerateRequest)> = reqs.iter().enumerate().collect();
+        let mut first = true;
+        while !(live.is_empty() && waiting.is_empty()) {
+            while let Some(&(i, req)) = waiting.front().filter(|(_, r)| self.fits(&live, r)) {
+                waiting.pop_front();
+                if let Some((i, result)) = self.admit(&mut live, req, i) {
+                    results[i] = Some(result);
+                }
             }
-        }
-        // All start decoding now: an answer's decode time leaves out the later prompts.
-        let now = Instant::now();
-        for l in &mut live {
-            l.answer.decode_start = now;
-        }
-        while !live.is_empty() {
+            if std::mem::take(&mut first) {
+                // The first ones start decoding together: their decode time leaves out the
+                // later prompts.
+                let now = Instant::now();
+                for l in &mut live {
+                    l.answer.decode_start = now;
+                }
+            }
             for (i, result) in self.advance(&mut live) {
                 results[i] = Some(result);
             }
@@ -687,7 +715,16 @@ impl CandleLlm {
             Err(e) => return Some((tag, Err(e))),
         };
         let (ids, mut answer) = begun;
-        match self.prefill_apart(&ids, &mut answer, live) {
+        // Sized once for the whole answer: growing by doubling would copy it and could hold
+        // twice what it needs.
+        let positions = ids.len() + answer.budget;
+        let prefilled = self
+            .prefill_apart(&ids, &mut answer, live)
+            .and_then(|mut kv| {
+                kv.fit(positions)?;
+                Ok(kv)
+            });
+        match prefilled {
             Ok(kv) => {
                 answer.decode_start = Instant::now();
                 live.push(Live {
@@ -696,10 +733,29 @@ impl CandleLlm {
                     kv,
                     tokens: ids,
                 });
+                let held = live.iter().map(|l| l.kv.bytes()).sum();
+                self.peak_kv_in_flight = self.peak_kv_in_flight.max(held);
                 None
             }
             Err(e) => Some((tag, Err(e))),
         }
+    }
+
+    /// Whether `req` may start beside `live` within [`LlmOptions::kv_budget_bytes`]: its
+    /// prompt and token budget added to what they hold. Always when nothing is in flight.
+    pub(super) fn fits<T>(&self, live: &[Live<T>], req: &GenerateRequest) -> bool {
+        let Some(budget) = self.kv_budget_bytes else {
+            return true;
+        };
+        if live.is_empty() {
+            return true;
+        }
+        // A prompt that cannot be read fails when admitted; it takes no room.
+        let prompt = self.count_tokens(&req.prompt).unwrap_or(0);
+        let window = self.model.config().context_length;
+        let positions = (prompt + req.max_new_tokens).min(window);
+        let held: usize = live.iter().map(|l| l.kv.bytes()).sum();
+        held + positions * self.model.kv_bytes_per_token() <= budget
     }
 
     /// One decode step of the answers in `live`; those that end leave it, with their results.

@@ -209,6 +209,20 @@ impl KvCache {
         Ok(())
     }
 
+    /// Sets the buffers' capacity to `cap` positions (at least those held), so that a sequence
+    /// that will hold at most `cap` never grows. Only host buffers; device ones grow as before.
+    pub fn fit(&mut self, cap: usize) -> candle_core::Result<()> {
+        let cap = cap.max(self.len);
+        for slot in self.layers.iter_mut().flatten() {
+            if let KvBuffer::Host(h) = slot {
+                if h.cap() != cap {
+                    h.resize(cap, self.len)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A new cache holding a copy of the first `len` positions (a prompt prefix another
     /// sequence shares).
     pub fn copy_prefix(&self, len: usize) -> candle_core::Result<KvCache> {

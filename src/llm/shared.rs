@@ -4,7 +4,7 @@
 //! after its prompt is computed, and leaves when it ends), so concurrent pipelines share each
 //! pass over the weights.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
 
 use super::engine::{CandleLlm, Live};
@@ -99,12 +99,15 @@ struct Pending {
 }
 
 /// The engine thread: takes jobs between decode steps (waiting for one when nothing is in
-/// flight) until every handle is gone.
+/// flight) until every handle is gone. Requests start in the order they came, as soon as the
+/// KV budget lets them (see [`CandleLlm::fits`]).
 fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
     let mut live: Vec<Live<(u64, usize)>> = Vec::new();
+    let mut waiting: VecDeque<(GenerateRequest, (u64, usize))> = VecDeque::new();
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut next_id = 0u64;
     loop {
+        // Nothing in flight means nothing waits either (one always fits): block for a job.
         let job = if live.is_empty() {
             match jobs.recv() {
                 Ok(job) => Some(job),
@@ -126,19 +129,21 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
                 next_id += 1;
                 let results = requests.iter().map(|_| None).collect();
                 pending.insert(id, Pending { results, reply });
-                let mut ended = Vec::new();
-                for (i, req) in requests.iter().enumerate() {
-                    if let Some(result) = llm.admit(&mut live, req, (id, i)) {
-                        ended.push(result);
-                    }
-                }
-                record(&mut pending, ended, id);
+                waiting.extend(requests.into_iter().enumerate().map(|(i, r)| (r, (id, i))));
+                // An empty job is answered at once.
+                record(&mut pending, Vec::new(), id);
             }
             // Nothing new: one decode step of everything in flight.
             None => {
-                for ((id, i), result) in llm.advance(&mut live) {
-                    record(&mut pending, vec![((id, i), result)], id);
+                for (tag, result) in llm.advance(&mut live) {
+                    record(&mut pending, vec![(tag, result)], tag.0);
                 }
+            }
+        }
+        while waiting.front().is_some_and(|(r, _)| llm.fits(&live, r)) {
+            let (req, tag) = waiting.pop_front().expect("a front was checked");
+            if let Some(ended) = llm.admit(&mut live, &req, tag) {
+                record(&mut pending, vec![ended], tag.0);
             }
         }
     }
