@@ -673,10 +673,14 @@ impl CandleLlm {
         let mut results: Vec<Option<Result<GenerateResponse, LlmError>>> =
             reqs.iter().map(|_| None).collect();
         let mut live = Vec::new();
-        let mut waiting: VecDeque<(usize, &GenerateRequest)> = reqs.iter().enumerate().collect();
+        let mut waiting: VecDeque<(usize, &GenerateRequest, usize)> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, r, self.kv_need(r)))
+            .collect();
         let mut first = true;
         while !(live.is_empty() && waiting.is_empty()) {
-            while let Some(&(i, req)) = waiting.front().filter(|(_, r)| self.fits(&live, r)) {
+            while let Some(&(i, req, _)) = waiting.front().filter(|w| self.fits(&live, w.2)) {
                 waiting.pop_front();
                 if let Some((i, result)) = self.admit(&mut live, req, i) {
                     results[i] = Some(result);
@@ -741,21 +745,26 @@ impl CandleLlm {
         }
     }
 
-    /// Whether `req` may start beside `live` within [`LlmOptions::kv_budget_bytes`]: its
-    /// prompt and token budget added to what they hold. Always when nothing is in flight.
-    pub(super) fn fits<T>(&self, live: &[Live<T>], req: &GenerateRequest) -> bool {
-        let Some(budget) = self.kv_budget_bytes else {
-            return true;
-        };
-        if live.is_empty() {
-            return true;
+    /// The KV bytes `req` would hold at most: its prompt and token budget (0 without a
+    /// [`LlmOptions::kv_budget_bytes`], which is all it is for). Computed once per request:
+    /// it tokenizes the prompt.
+    pub(super) fn kv_need(&self, req: &GenerateRequest) -> usize {
+        if self.kv_budget_bytes.is_none() {
+            return 0;
         }
         // A prompt that cannot be read fails when admitted; it takes no room.
         let prompt = self.count_tokens(&req.prompt).unwrap_or(0);
         let window = self.model.config().context_length;
-        let positions = (prompt + req.max_new_tokens).min(window);
-        let held: usize = live.iter().map(|l| l.kv.bytes()).sum();
-        held + positions * self.model.kv_bytes_per_token() <= budget
+        (prompt + req.max_new_tokens).min(window) * self.model.kv_bytes_per_token()
+    }
+
+    /// Whether an answer needing `need` bytes ([`CandleLlm::kv_need`]) may start beside
+    /// `live` within the budget. Always when nothing is in flight.
+    pub(super) fn fits<T>(&self, live: &[Live<T>], need: usize) -> bool {
+        let Some(budget) = self.kv_budget_bytes else {
+            return true;
+        };
+        live.is_empty() || live.iter().map(|l| l.kv.bytes()).sum::<usize>() + need <= budget
     }
 
     /// One decode step of the answers in `live`; those that end leave it, with their results.

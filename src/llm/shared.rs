@@ -103,7 +103,8 @@ struct Pending {
 /// KV budget lets them (see [`CandleLlm::fits`]).
 fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
     let mut live: Vec<Live<(u64, usize)>> = Vec::new();
-    let mut waiting: VecDeque<(GenerateRequest, (u64, usize))> = VecDeque::new();
+    // Each with its KV need, computed once.
+    let mut waiting: VecDeque<(GenerateRequest, (u64, usize), usize)> = VecDeque::new();
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut next_id = 0u64;
     loop {
@@ -129,7 +130,10 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
                 next_id += 1;
                 let results = requests.iter().map(|_| None).collect();
                 pending.insert(id, Pending { results, reply });
-                waiting.extend(requests.into_iter().enumerate().map(|(i, r)| (r, (id, i))));
+                for (i, r) in requests.into_iter().enumerate() {
+                    let need = llm.kv_need(&r);
+                    waiting.push_back((r, (id, i), need));
+                }
                 // An empty job is answered at once.
                 record(&mut pending, Vec::new(), id);
             }
@@ -140,8 +144,8 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
                 }
             }
         }
-        while waiting.front().is_some_and(|(r, _)| llm.fits(&live, r)) {
-            let (req, tag) = waiting.pop_front().expect("a front was checked");
+        while waiting.front().is_some_and(|w| llm.fits(&live, w.2)) {
+            let (req, tag, _) = waiting.pop_front().expect("a front was checked");
             if let Some(ended) = llm.admit(&mut live, &req, tag) {
                 record(&mut pending, vec![ended], tag.0);
             }
