@@ -737,8 +737,7 @@ impl CandleLlm {
                     kv,
                     tokens: ids,
                 });
-                let held = live.iter().map(|l| l.kv.bytes()).sum();
-                self.peak_kv_in_flight = self.peak_kv_in_flight.max(held);
+                self.peak_kv_in_flight = self.peak_kv_in_flight.max(kv_held(live));
                 None
             }
             Err(e) => Some((tag, Err(e))),
@@ -764,7 +763,7 @@ impl CandleLlm {
         let Some(budget) = self.kv_budget_bytes else {
             return true;
         };
-        live.is_empty() || live.iter().map(|l| l.kv.bytes()).sum::<usize>() + need <= budget
+        live.is_empty() || kv_held(live) + need <= budget
     }
 
     /// One decode step of the answers in `live`; those that end leave it, with their results.
@@ -870,6 +869,11 @@ enum Begun {
 enum Step {
     Feed(u32),
     Done(FinishReason),
+}
+
+/// Bytes the keys and values of the answers in `live` hold.
+fn kv_held<T>(live: &[Live<T>]) -> usize {
+    live.iter().map(|l| l.kv.bytes()).sum()
 }
 
 /// An answer of a batch in flight, with its own keys and values and the tokens they hold;
