@@ -34,6 +34,9 @@ pub struct Grounding {
     pub class_name: Option<String>,
     /// Attributes and methods of that class (own and in-repo inherited), for the repair message.
     pub class_attributes: Vec<String>,
+    /// Builtin types the class derives from (directly or through in-repo bases), with their
+    /// methods: a missing attribute with no close name is answered with these.
+    pub builtin_bases: Vec<(String, Vec<String>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -109,6 +112,14 @@ pub fn check(view: &MaskedView, target: &Target, function: &str) -> Grounding {
         });
         return g;
     };
+    if let Some(error) = compile_error(&source, root) {
+        g.problems.push(Problem {
+            kind: ProblemKind::Syntax,
+            name: error,
+            suggestions: Vec::new(),
+        });
+        return g;
+    }
     check_python(view, target, &source, def, &mut g);
     g
 }
@@ -195,6 +206,17 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
                 "Class `{class}` has these attributes and methods: {}{more}\n",
                 shown.join(", ")
             ));
+        }
+        let unmatched = names
+            .iter()
+            .any(|p| p.kind == ProblemKind::MissingAttribute && p.suggestions.is_empty());
+        if unmatched {
+            for (base, methods) in &g.builtin_bases {
+                out.push_str(&format!(
+                    "Class `{class}` derives from the builtin `{base}`, which gives it: {}.\n",
+                    methods.join(", ")
+                ));
+            }
         }
     }
     for p in g
@@ -326,6 +348,73 @@ fn syntax_location(src: &str, root: Node, skip: usize) -> String {
     } else {
         format!("line {line}: syntax error near `{snippet}`")
     }
+}
+
+/// The first error CPython's compiler reports that tree-sitter's grammar accepts: a keyword
+/// argument given twice, a positional argument after a keyword one, a parameter named twice.
+/// Each makes the whole module fail to import.
+fn compile_error(src: &str, root: Node) -> Option<String> {
+    let mut stack = vec![(root, 0usize)];
+    while let Some((node, depth)) = stack.pop() {
+        let line = node.start_position().row + 1;
+        match node.kind() {
+            "argument_list" => {
+                let mut keywords: Vec<&str> = Vec::new();
+                let mut after_keyword = false;
+                let mut after_double_splat = false;
+                for arg in named_children(node) {
+                    match arg.kind() {
+                        "keyword_argument" => {
+                            let name = arg.child_by_field_name("name").map(|n| text(src, n));
+                            if let Some(name) = name {
+                                if keywords.contains(&name) {
+                                    return Some(format!(
+                                        "line {line}: keyword argument `{name}` repeated"
+                                    ));
+                                }
+                                keywords.push(name);
+                            }
+                            after_keyword = true;
+                        }
+                        "dictionary_splat" => after_double_splat = true,
+                        "list_splat" if after_double_splat => {
+                            return Some(format!(
+                                "line {line}: `*{}` after `**` unpacking",
+                                arg.named_child(0).map_or("", |n| text(src, n))
+                            ));
+                        }
+                        "list_splat" | "comment" => {}
+                        _ if after_keyword || after_double_splat => {
+                            return Some(format!(
+                                "line {line}: positional argument `{}` follows a keyword argument",
+                                text(src, arg).chars().take(40).collect::<String>()
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "parameters" | "lambda_parameters" => {
+                let mut seen: Vec<String> = Vec::new();
+                for name in param_names(src, node) {
+                    let bare = name.trim_start_matches('*').to_string();
+                    if !is_identifier(&bare) {
+                        continue;
+                    }
+                    if seen.contains(&bare) {
+                        return Some(format!("line {line}: parameter `{bare}` named twice"));
+                    }
+                    seen.push(bare);
+                }
+            }
+            _ => {}
+        }
+        if depth < MAX_NODE_DEPTH {
+            let children = named_children(node);
+            stack.extend(children.into_iter().rev().map(|c| (c, depth + 1)));
+        }
+    }
+    None
 }
 
 /// The first top-level function definition (possibly decorated).
@@ -1012,6 +1101,9 @@ const BUILTIN_BASE_ATTRS: &[(&str, &[&str])] = &[
     ("BaseException", &["args", "with_traceback", "add_note"]),
 ];
 
+/// Builtin bases whose instances are read and written with subscripts.
+const ITEM_ACCESS_BASES: &[&str] = &["dict", "list"];
+
 /// Names bound at the top level of a Python module: imports, definitions, assignments (also in
 /// top-level `if` / `try` / `with` / `for` blocks), and `global` declarations anywhere.
 struct ModuleNames {
@@ -1120,6 +1212,8 @@ struct ClassInfo {
     attrs: Option<Vec<String>>,
     /// The same, for suggestions and the repair message, even when incomplete.
     known: Vec<String>,
+    /// Builtin bases met on the way, with their attributes.
+    builtin_bases: Vec<(String, Vec<String>)>,
 }
 
 fn class_info(view: &MaskedView, class: ClassId) -> ClassInfo {
@@ -1127,11 +1221,13 @@ fn class_info(view: &MaskedView, class: ClassId) -> ClassInfo {
     let name = repo.class(class).name.clone();
     let mut known = Vec::new();
     let mut seen = HashSet::new();
-    let complete = collect_class_attrs(view, class, &mut known, &mut seen, 0);
+    let mut builtin_bases = Vec::new();
+    let complete = collect_class_attrs(view, class, &mut known, &mut builtin_bases, &mut seen, 0);
     ClassInfo {
         name,
         attrs: complete.then(|| known.clone()),
         known,
+        builtin_bases,
     }
 }
 
@@ -1140,6 +1236,7 @@ fn collect_class_attrs(
     view: &MaskedView,
     class: ClassId,
     out: &mut Vec<String>,
+    builtins: &mut Vec<(String, Vec<String>)>,
     seen: &mut HashSet<ClassId>,
     depth: usize,
 ) -> bool {
@@ -1190,13 +1287,23 @@ fn collect_class_attrs(
         };
         if classes.is_empty() {
             match BUILTIN_BASE_ATTRS.iter().find(|(name, _)| *name == base) {
-                Some((_, attrs)) => attrs.iter().for_each(|a| push(a, out)),
+                Some((name, attrs)) => {
+                    attrs.iter().for_each(|a| push(a, out));
+                    if !builtins.iter().any(|(b, _)| b == name) {
+                        let mut listed: Vec<String> =
+                            attrs.iter().map(|a| format!("`{a}`")).collect();
+                        if ITEM_ACCESS_BASES.contains(name) {
+                            listed.push("item access (`self[...]`)".into());
+                        }
+                        builtins.push((name.to_string(), listed));
+                    }
+                }
                 None => complete = false,
             }
             continue;
         }
         for b in classes {
-            complete &= collect_class_attrs(view, b, out, seen, depth + 1);
+            complete &= collect_class_attrs(view, b, out, builtins, seen, depth + 1);
         }
     }
     complete
@@ -1408,6 +1515,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
 
     if let (Some(c), Some(me)) = (&class, self_name.as_deref()) {
         g.class_name = Some(c.name.clone());
+        g.builtin_bases = c.builtin_bases.clone();
         g.class_attributes = c
             .known
             .iter()
@@ -2540,6 +2648,26 @@ mod tests {
             ],
             "{g:#?}"
         );
+        // No name is close to `add`: the message lists what `dict` gives the class.
+        let msg = repair_request(&g).unwrap();
+        assert!(
+            msg.contains(
+                "Class `OneToOne` derives from the builtin `dict`, which gives it: `clear`, `copy`,"
+            ),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("`values`, item access (`self[...]`).\n"),
+            "{msg}"
+        );
+        // With a close name for every missing attribute, the list is left out.
+        let g = check_in(
+            &repo,
+            "bimap.py::OneToOne.popitem",
+            "    def popitem(self):\n        return self.invv\n",
+        );
+        assert_eq!(problems(&g), [(ProblemKind::MissingAttribute, "invv")]);
+        assert!(!repair_request(&g).unwrap().contains("derives from"));
     }
 
     const UTIL_PY: &str =
@@ -2711,6 +2839,56 @@ mod tests {
         );
         let msg = repair_request(&g).unwrap();
         assert!(msg.contains("not valid Python"), "{msg}");
+    }
+
+    #[test]
+    fn what_the_grammar_accepts_and_the_compiler_refuses_is_a_syntax_problem() {
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
+        let header = "def total(items, *args, start=0, **kw):\n";
+        for (body, want) in [
+            (
+                "    return f(days=1, hours=2, days=3)\n",
+                "line 2: keyword argument `days` repeated",
+            ),
+            (
+                "    x = 1\n    return f(a=1, items)\n",
+                "line 3: positional argument `items` follows a keyword argument",
+            ),
+            (
+                "    return f(**kw, items)\n",
+                "line 2: positional argument `items` follows a keyword argument",
+            ),
+            (
+                "    return f(**kw, *args)\n",
+                "line 2: `*args` after `**` unpacking",
+            ),
+            (
+                "    g = lambda a, b, a: a\n    return g\n",
+                "line 2: parameter `a` named twice",
+            ),
+        ] {
+            let g = check_in(&repo, "pkg.util.total", &format!("{header}{body}"));
+            assert_eq!(problems(&g), [(ProblemKind::Syntax, want)], "{body}");
+            let msg = repair_request(&g).unwrap();
+            assert!(msg.contains(want), "{msg}");
+        }
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, items, **kw):\n    return 0\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [(ProblemKind::Syntax, "line 1: parameter `items` named twice")]
+        );
+        // What CPython accepts stays accepted.
+        let g = check_in(
+            &repo,
+            "pkg.util.total",
+            "def total(items, *args, start=0, **kw):\n    \
+             return max(items, *args, key=len, default=start, **kw) + sum(x for x in args)\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
     }
 
     #[test]
