@@ -17,7 +17,12 @@ export REPOHOP_LLAMA_SERVER
 export REPOHOP_REQUIRE_SERVER=${REPOHOP_REQUIRE_SERVER:-1}
 # The evaluator's sandbox tests fail, rather than skip, where namespaces are missing.
 export REPOHOP_REQUIRE_SANDBOX=${REPOHOP_REQUIRE_SANDBOX:-1}
+# Machines of this kind have AVX2 at least: the real-model tests of exact several-row passes
+# (speculative decoding, batches) fail, rather than skip, where our quantized kernels don't run.
+export REPOHOP_REQUIRE_QUANT_KERNELS=${REPOHOP_REQUIRE_QUANT_KERNELS:-1}
 cargo test --all-targets
-# Again the kernel unit tests, on the portable kernels: on an AVX-512 machine the run above
-# covers only the AVX-512 ones. The tests check that each run took the path it asked for.
+# Again the kernel unit tests, on the portable kernels and on the AVX2 ones: on an AVX-512
+# machine the run above covers only the AVX-512 ones (on an AVX2 machine the AVX2 run repeats
+# it). The tests check that each run took the path it asked for.
 REPOHOP_PORTABLE_KERNELS=1 cargo test --lib -- kernels:: quantized:: fused::
+REPOHOP_AVX2_KERNELS=1 cargo test --lib -- kernels:: quantized:: fused::

@@ -115,10 +115,11 @@ fn speculative_decoding_gives_the_plain_answer() {
         plain.text
     );
     if llm.speculation().is_none() {
-        // Only our AVX-512 kernels verify several rows exactly; elsewhere nothing is drafted.
+        // Only our kernels (AVX-512 VNNI or AVX2) verify several rows exactly; elsewhere nothing
+        // is drafted.
         assert!(
-            std::env::var_os("REPOHOP_REQUIRE_AVX512").is_none(),
-            "REPOHOP_REQUIRE_AVX512 is set but the model runs without speculative decoding"
+            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
+            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model runs without speculative decoding"
         );
         eprintln!("no exact several-row pass here: speculative decoding is off");
         return;
@@ -174,10 +175,11 @@ fn a_batch_decodes_the_answers_one_call_at_a_time_gives() {
         }
     }
     if !exact {
-        // Only our AVX-512 kernels give each row of a several-row pass its one-row bits.
+        // Only our kernels (AVX-512 VNNI or AVX2) give each row of a several-row pass its one-row
+        // bits.
         assert!(
-            std::env::var_os("REPOHOP_REQUIRE_AVX512").is_none(),
-            "REPOHOP_REQUIRE_AVX512 is set but the model's several-row pass is not exact"
+            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
+            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
         );
         eprintln!("no exact several-row pass here: batched answers were not compared");
     }

@@ -349,8 +349,8 @@ fn bench_speculative(
     llm.set_speculation(Some(on));
     anyhow::ensure!(
         llm.speculation().is_some(),
-        "speculative decoding needs our AVX-512 kernels (an exact several-token pass); this \
-         machine or model has none"
+        "speculative decoding needs our quantized kernels (an exact several-token pass: AVX-512 \
+         VNNI or AVX2 with FMA and F16C); this machine or model has none"
     );
     let prompts = saved_prompts(dir, args.prompts)?;
     let (mut plain_tps, mut fast_tps, mut ratios) = (Vec::new(), Vec::new(), Vec::new());

@@ -22,6 +22,13 @@ pub(crate) fn portable_forced() -> bool {
     *FORCED.get_or_init(|| std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1"))
 }
 
+/// Whether `REPOHOP_AVX2_KERNELS=1` asks for the AVX2 builds where the CPU has AVX-512 (so that
+/// tests on an AVX-512 machine cover the code AVX2 machines run). Read once per process.
+pub(crate) fn avx2_forced() -> bool {
+    static FORCED: OnceLock<bool> = OnceLock::new();
+    *FORCED.get_or_init(|| std::env::var_os("REPOHOP_AVX2_KERNELS").is_some_and(|v| v == "1"))
+}
+
 /// Which build of a [`multiversion`] loop runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum VectorIsa {
@@ -50,12 +57,10 @@ pub(crate) fn detected_vector_isa() -> VectorIsa {
 /// [`VectorIsa::Avx2Fma`] only when the CPU has every feature it is compiled for.
 pub(crate) fn vector_isa() -> VectorIsa {
     static ISA: OnceLock<VectorIsa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        if portable_forced() {
-            VectorIsa::Portable
-        } else {
-            detected_vector_isa()
-        }
+    *ISA.get_or_init(|| match detected_vector_isa() {
+        _ if portable_forced() => VectorIsa::Portable,
+        VectorIsa::Avx512 if avx2_forced() => VectorIsa::Avx2Fma,
+        isa => isa,
     })
 }
 
@@ -403,14 +408,19 @@ pub fn encoder_attention(
 /// test calls it, so that the two runs cannot silently test the same build twice.
 #[cfg(test)]
 pub(crate) fn assert_dispatch_follows_env() {
-    let forced = std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1");
-    assert_eq!(portable_forced(), forced);
-    let want = if forced {
-        VectorIsa::Portable
-    } else {
-        detected_vector_isa()
+    let env = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
+    let (portable, avx2) = (env("REPOHOP_PORTABLE_KERNELS"), env("REPOHOP_AVX2_KERNELS"));
+    assert_eq!((portable_forced(), avx2_forced()), (portable, avx2));
+    let want = match detected_vector_isa() {
+        _ if portable => VectorIsa::Portable,
+        VectorIsa::Avx512 if avx2 => VectorIsa::Avx2Fma,
+        isa => isa,
     };
-    assert_eq!(vector_isa(), want, "REPOHOP_PORTABLE_KERNELS={forced}");
+    assert_eq!(
+        vector_isa(),
+        want,
+        "REPOHOP_PORTABLE_KERNELS={portable} REPOHOP_AVX2_KERNELS={avx2}"
+    );
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Quantized matrix products for the CPU decoder on AVX-512 VNNI machines (runtime-detected;
-//! elsewhere, or with `REPOHOP_PORTABLE_KERNELS=1`, candle's kernels run).
+//! Quantized matrix products for the CPU decoder (runtime-detected: AVX-512 VNNI, else AVX2
+//! with FMA and F16C in [`avx2`]; elsewhere, or with `REPOHOP_PORTABLE_KERNELS=1`, candle's
+//! kernels run, and `REPOHOP_AVX2_KERNELS=1` picks the AVX2 ones on an AVX-512 machine).
 //!
 //! Decode reads every weight once per token, so its speed is bytes moved. candle repacks Q4_K
 //! into 16-row tiles with f32 scales (3,072 bytes per 16×256 weights, a third more than the
@@ -18,6 +19,9 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use super::kernels::SharedMut;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Values per quantization block (Q4_K, Q6_K and the activations' blocks).
 const QK: usize = 256;
 /// Weight rows per tile: one AVX-512 register of f32 outputs.
@@ -33,30 +37,82 @@ const Q6K_BLOCK: usize = 210;
 const Q4K_AHEAD: usize = 4 * std::mem::size_of::<Q4KTile>();
 const Q6K_AHEAD: usize = 4096;
 
-/// Whether this CPU has every feature the kernels are compiled for (those they enable and
-/// those `avx512f` implies), whatever `REPOHOP_PORTABLE_KERNELS` says.
-pub(crate) fn detected() -> bool {
+/// Which of our kernel sets a CPU runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QuantIsa {
+    /// AVX-512 F/BW/VNNI (with AVX2, FMA and F16C).
+    Avx512Vnni,
+    /// AVX2, FMA and F16C.
+    Avx2,
+}
+
+/// The widest kernel set this CPU has every feature of (those the kernels enable and those
+/// they imply), whatever the environment says.
+pub(crate) fn detected() -> Option<QuantIsa> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        has!("avx512f")
-            && has!("avx512bw")
-            && has!("avx512vnni")
-            && has!("avx2")
-            && has!("fma")
-            && has!("f16c")
+        if !(has!("avx2") && has!("fma") && has!("f16c")) {
+            return None;
+        }
+        if has!("avx512f") && has!("avx512bw") && has!("avx512vnni") {
+            return Some(QuantIsa::Avx512Vnni);
+        }
+        Some(QuantIsa::Avx2)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
 }
 
-/// Whether these kernels run: the CPU has them ([`detected`]) and the portable kernels are
-/// not forced. Decided once per process, so weights packed for them stay usable.
+/// The kernel set that runs: [`detected`], narrowed by `REPOHOP_PORTABLE_KERNELS=1` (none) or
+/// `REPOHOP_AVX2_KERNELS=1` (AVX2 on an AVX-512 machine). Decided once per process, so weights
+/// packed for it stay usable.
+pub(crate) fn isa() -> Option<QuantIsa> {
+    static ISA: OnceLock<Option<QuantIsa>> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        if crate::embed::kernels::portable_forced() {
+            return None;
+        }
+        match detected() {
+            Some(QuantIsa::Avx512Vnni) if crate::embed::kernels::avx2_forced() => {
+                Some(QuantIsa::Avx2)
+            }
+            other => other,
+        }
+    })
+}
+
+/// Whether our kernels run at all (see [`isa`]).
 pub(crate) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| !crate::embed::kernels::portable_forced() && detected())
+    isa().is_some()
+}
+
+/// The entry points of one kernel set.
+#[derive(Clone, Copy)]
+struct Kernels {
+    quantize: unsafe fn(&[f32; QK], &mut Q8Block),
+    q4k: unsafe fn(&Q4KTiles, &Q8Rows, Range<usize>, usize, SharedMut, usize),
+    q6k: unsafe fn(&Q6KRows<'_>, &Q8Rows, Range<usize>, Range<usize>, SharedMut, usize),
+}
+
+/// The kernels [`isa`] picked. Panics where none runs.
+fn kernels() -> Kernels {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        Some(QuantIsa::Avx2) => Kernels {
+            quantize: avx2::quantize_block,
+            q4k: avx2::q4k_unit,
+            q6k: avx2::q6k_unit,
+        },
+        Some(QuantIsa::Avx512Vnni) => Kernels {
+            quantize: x86::quantize_block,
+            q4k: x86::q4k_unit,
+            q6k: x86::q6k_unit,
+        },
+        _ => panic!("our quantized kernels need AVX-512 VNNI or AVX2 with FMA and F16C"),
+    }
 }
 
 /// One 256-value block of one activation row: `x ≈ d × qs`.
@@ -92,7 +148,7 @@ impl Q8Rows {
     /// Quantizes `rows` rows of `k` values (`k` a multiple of 256) with the largest magnitude
     /// of each block mapped to ±127. Must only be called when [`available`] is true.
     pub(crate) fn quantize(x: &[f32], rows: usize, k: usize) -> Self {
-        assert!(available(), "quantized kernels need AVX-512 VNNI");
+        let quantize_block = kernels().quantize;
         assert!(
             k.is_multiple_of(QK) && x.len() == rows * k,
             "activations must be rows × 256·j"
@@ -103,9 +159,9 @@ impl Q8Rows {
         let ptr = SharedBlocks(blocks.as_mut_ptr());
         let body = |range: Range<usize>| {
             for b in range {
-                // SAFETY: `available()` was asserted, so the CPU has the features; block
+                // SAFETY: `kernels()` picked a set whose features the CPU has; block
                 // b < `blocks.len()` is written by this unit only, and nothing reads it meanwhile.
-                unsafe { x86::quantize_block(&inputs[b], &mut *ptr.at(b)) };
+                unsafe { quantize_block(&inputs[b], &mut *ptr.at(b)) };
             }
         };
         let n = blocks.len();
@@ -299,7 +355,7 @@ impl QWeight<'_> {
 /// `outs[i] = x × weights[i]ᵀ` (`x.rows × n_i`, row-major) for weights that all take `x`,
 /// in one parallel region. Must only be called when [`available`] is true.
 pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
-    assert!(available(), "quantized kernels need AVX-512 VNNI");
+    let kernels = kernels();
     assert_eq!(weights.len(), outs.len());
     let k = x.per_row * QK;
     let row_chunks = x.rows.div_ceil(MAX_ROWS);
@@ -329,14 +385,15 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             let w = &weights[wi];
             let n = w.n();
             let cols = group * w.unit_rows()..((group + 1) * w.unit_rows()).min(n);
-            // SAFETY: `available()` was asserted. Every weight's `k` matches `x` (asserted);
+            // SAFETY: `kernels()` picked a set whose features the CPU has. Every weight's `k`
+            // matches `x` (asserted);
             // Q4_K tiles have n a multiple of 16 and Q6_K rows n·k/256 blocks (their
             // constructors' invariants); `outs[wi]` was sized `x.rows × n`; and each unit
             // writes only its own (rows, cols) block of it.
             unsafe {
                 match w {
-                    QWeight::Q4K(t) => x86::q4k_unit(t, x, rows, group, dsts[wi], n),
-                    QWeight::Q6K(q) => x86::q6k_unit(q, x, rows, cols, dsts[wi], n),
+                    QWeight::Q4K(t) => (kernels.q4k)(t, x, rows, group, dsts[wi], n),
+                    QWeight::Q6K(q) => (kernels.q6k)(q, x, rows, cols, dsts[wi], n),
                 }
             }
         }
@@ -701,18 +758,18 @@ mod tests {
     /// that the two runs cannot silently test the same path twice.
     fn assert_kernels_follow_env() {
         crate::embed::kernels::assert_dispatch_follows_env();
-        let forced = std::env::var_os("REPOHOP_PORTABLE_KERNELS").is_some_and(|v| v == "1");
+        let env = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
+        let (portable, avx2) = (env("REPOHOP_PORTABLE_KERNELS"), env("REPOHOP_AVX2_KERNELS"));
+        let want = match detected() {
+            _ if portable => None,
+            Some(QuantIsa::Avx512Vnni) if avx2 => Some(QuantIsa::Avx2),
+            other => other,
+        };
         assert_eq!(
-            available(),
-            detected() && !forced,
-            "REPOHOP_PORTABLE_KERNELS={forced}"
+            isa(),
+            want,
+            "REPOHOP_PORTABLE_KERNELS={portable} REPOHOP_AVX2_KERNELS={avx2}"
         );
-        if forced {
-            assert!(
-                !available(),
-                "the portable run must not use the AVX-512 kernels"
-            );
-        }
     }
 
     fn random(rows: usize, cols: usize, seed: u64) -> Tensor {
@@ -849,7 +906,7 @@ mod tests {
     fn activation_blocks_round_trip() {
         assert_kernels_follow_env();
         if !available() {
-            eprintln!("no AVX-512 VNNI here: activations are never quantized by us");
+            eprintln!("no AVX2 here: activations are never quantized by us");
             return;
         }
         let x: Vec<f32> = (0..512)
