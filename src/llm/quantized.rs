@@ -19,6 +19,19 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use super::kernels::SharedMut;
 
+/// `$f::<R>(args)` with R = `$rows` (1 ..= [`MAX_ROWS`]) as a constant: the kernels are
+/// monomorphised per activation-row count so their per-row registers stay registers.
+macro_rules! by_rows {
+    ($rows:expr, $f:ident($($arg:expr),*)) => {
+        match $rows {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            _ => $f::<4>($($arg),*),
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 
@@ -427,14 +440,7 @@ mod x86 {
         let per_row = w.k / QK;
         let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
         // SAFETY: the caller's contract is `q4k_tiles`'s, with R = rows.len() ≤ MAX_ROWS.
-        unsafe {
-            match rows.len() {
-                1 => q4k_tiles::<1>(tiles, x, rows.start, group, dst, n),
-                2 => q4k_tiles::<2>(tiles, x, rows.start, group, dst, n),
-                3 => q4k_tiles::<3>(tiles, x, rows.start, group, dst, n),
-                _ => q4k_tiles::<4>(tiles, x, rows.start, group, dst, n),
-            }
-        }
+        unsafe { by_rows!(rows.len(), q4k_tiles(tiles, x, rows.start, group, dst, n)) }
     }
 
     /// One 256-value activation block to [`Q8Block`].
@@ -586,14 +592,7 @@ mod x86 {
         n: usize,
     ) {
         // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ MAX_ROWS.
-        unsafe {
-            match rows.len() {
-                1 => q6k_rows::<1>(w, x, rows.start, cols, dst, n),
-                2 => q6k_rows::<2>(w, x, rows.start, cols, dst, n),
-                3 => q6k_rows::<3>(w, x, rows.start, cols, dst, n),
-                _ => q6k_rows::<4>(w, x, rows.start, cols, dst, n),
-            }
-        }
+        unsafe { by_rows!(rows.len(), q6k_rows(w, x, rows.start, cols, dst, n)) }
     }
 
     /// Columns `cols` of activation rows `r0..r0 + R` times a Q6_K weight. Each row's

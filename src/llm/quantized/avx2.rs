@@ -75,12 +75,10 @@ pub(super) unsafe fn q4k_unit(
     // SAFETY: the caller's contract is `q4k_half`'s, for both halves, with R ≤ MAX_ROWS.
     unsafe {
         for half in 0..2 {
-            match rows.len() {
-                1 => q4k_half::<1>(tiles, x, rows.start, group, half, dst, n),
-                2 => q4k_half::<2>(tiles, x, rows.start, group, half, dst, n),
-                3 => q4k_half::<3>(tiles, x, rows.start, group, half, dst, n),
-                _ => q4k_half::<4>(tiles, x, rows.start, group, half, dst, n),
-            }
+            by_rows!(
+                rows.len(),
+                q4k_half(tiles, x, rows.start, group, half, dst, n)
+            );
         }
     }
 }
@@ -182,14 +180,7 @@ pub(super) unsafe fn q6k_unit(
     n: usize,
 ) {
     // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ MAX_ROWS.
-    unsafe {
-        match rows.len() {
-            1 => q6k_rows::<1>(w, x, rows.start, cols, dst, n),
-            2 => q6k_rows::<2>(w, x, rows.start, cols, dst, n),
-            3 => q6k_rows::<3>(w, x, rows.start, cols, dst, n),
-            _ => q6k_rows::<4>(w, x, rows.start, cols, dst, n),
-        }
-    }
+    unsafe { by_rows!(rows.len(), q6k_rows(w, x, rows.start, cols, dst, n)) }
 }
 
 /// Columns `cols` of activation rows `r0..r0 + R` times a Q6_K weight; each block is unpacked
