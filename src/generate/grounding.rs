@@ -34,9 +34,9 @@ pub struct Grounding {
     pub class_name: Option<String>,
     /// Attributes and methods of that class (own and in-repo inherited), for the repair message.
     pub class_attributes: Vec<String>,
-    /// Builtin types the class derives from (directly or through in-repo bases), with their
-    /// methods: a missing attribute with no close name is answered with these.
-    pub builtin_bases: Vec<(String, Vec<String>)>,
+    /// Builtin types the class derives from (directly or through in-repo bases): a missing
+    /// attribute with no close name is answered with their methods.
+    pub builtin_bases: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -211,10 +211,17 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
             .iter()
             .any(|p| p.kind == ProblemKind::MissingAttribute && p.suggestions.is_empty());
         if unmatched {
-            for (base, methods) in &g.builtin_bases {
+            for base in &g.builtin_bases {
+                let Some((_, attrs)) = BUILTIN_BASE_ATTRS.iter().find(|(b, _)| b == base) else {
+                    continue;
+                };
+                let mut listed: Vec<String> = attrs.iter().map(|a| format!("`{a}`")).collect();
+                if ITEM_ACCESS_BASES.contains(&base.as_str()) {
+                    listed.push("item access (`self[...]`)".into());
+                }
                 out.push_str(&format!(
                     "Class `{class}` derives from the builtin `{base}`, which gives it: {}.\n",
-                    methods.join(", ")
+                    listed.join(", ")
                 ));
             }
         }
@@ -1212,8 +1219,8 @@ struct ClassInfo {
     attrs: Option<Vec<String>>,
     /// The same, for suggestions and the repair message, even when incomplete.
     known: Vec<String>,
-    /// Builtin bases met on the way, with their attributes.
-    builtin_bases: Vec<(String, Vec<String>)>,
+    /// Builtin bases met on the way.
+    builtin_bases: Vec<String>,
 }
 
 fn class_info(view: &MaskedView, class: ClassId) -> ClassInfo {
@@ -1236,7 +1243,7 @@ fn collect_class_attrs(
     view: &MaskedView,
     class: ClassId,
     out: &mut Vec<String>,
-    builtins: &mut Vec<(String, Vec<String>)>,
+    builtins: &mut Vec<String>,
     seen: &mut HashSet<ClassId>,
     depth: usize,
 ) -> bool {
@@ -1289,13 +1296,8 @@ fn collect_class_attrs(
             match BUILTIN_BASE_ATTRS.iter().find(|(name, _)| *name == base) {
                 Some((name, attrs)) => {
                     attrs.iter().for_each(|a| push(a, out));
-                    if !builtins.iter().any(|(b, _)| b == name) {
-                        let mut listed: Vec<String> =
-                            attrs.iter().map(|a| format!("`{a}`")).collect();
-                        if ITEM_ACCESS_BASES.contains(name) {
-                            listed.push("item access (`self[...]`)".into());
-                        }
-                        builtins.push((name.to_string(), listed));
+                    if !builtins.iter().any(|b| b == name) {
+                        builtins.push(name.to_string());
                     }
                 }
                 None => complete = false,
