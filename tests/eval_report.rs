@@ -44,6 +44,34 @@ fn report_compares_runs() {
         "{md}"
     );
     assert!(md.contains("| not-implemented | 2 | 0 | 0.0 |"), "{md}");
+    // Failures counted by the exception their test ended with.
+    assert_eq!(json[1]["causes"]["NotImplementedError"], 2);
+    assert_eq!(json[0]["causes"], serde_json::json!({}));
+    assert!(
+        md.contains("| not-implemented | 2 | NotImplementedError 2 |"),
+        "{md}"
+    );
+    assert!(md.contains("| reference | 0 | – |"), "{md}");
+    let failed: serde_json::Value = serde_json::from_str(&run(&["--failures", "--json"])).unwrap();
+    let failed = failed.as_array().unwrap();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    for f in failed {
+        assert_eq!(f["method"], "not-implemented");
+        assert_eq!(f["cause"], "NotImplementedError");
+        assert!(
+            f["detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("NotImplementedError"),
+            "{f}"
+        );
+    }
+    let listing = run(&["--failures"]);
+    assert_eq!(
+        listing.matches("| NotImplementedError |").count(),
+        2,
+        "{listing}"
+    );
     let svg = std::fs::read_to_string(&chart).unwrap();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains(">reference<") && svg.contains(">not-implemented<"));

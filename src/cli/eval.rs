@@ -12,7 +12,9 @@ use repohop::eval::line_report::{
     compare_table, group_table, is_line_run, load_line_run, merge_line_runs, on_common_cursors,
 };
 use repohop::eval::lines::{run_lines, LineRunConfig};
-use repohop::eval::report::{load_run, markdown, merge_runs, svg_chart};
+use repohop::eval::report::{
+    failed_tasks, failures_markdown, load_run, markdown, merge_runs, svg_chart,
+};
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::generate::complete::LineMethod;
@@ -139,6 +141,11 @@ pub struct ReportArgs {
     /// or budgets) and overlaps.
     #[arg(long)]
     merge: bool,
+    /// Instead of the tables, list every task that did not pass (function runs): its
+    /// dependency kinds, the cause (the exception its test ended with, `timeout`, ...) and the
+    /// output line it was read from.
+    #[arg(long)]
+    failures: bool,
 }
 
 #[derive(Args)]
@@ -481,6 +488,15 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
     if lines > 0 {
         bail!("line-completion runs and function runs cannot share a report; give one kind");
     }
+    if args.failures {
+        let rows = failed_tasks(&args.runs)?;
+        if args.json {
+            println!("{}", serde_json::to_string(&rows)?);
+        } else {
+            print!("{}", failures_markdown(&rows));
+        }
+        return Ok(());
+    }
     let runs = runs_or_merged(
         args.runs.as_slice(),
         args.merge,
@@ -531,6 +547,9 @@ fn runs_or_merged<T>(
 fn report_lines(args: &ReportArgs) -> Result<()> {
     if args.chart.is_some() {
         bail!("--chart draws function runs; line runs have no chart");
+    }
+    if args.failures {
+        bail!("--failures lists function tasks; line runs are scored by match, not by tests");
     }
     let runs = runs_or_merged(
         args.runs.as_slice(),

@@ -102,6 +102,9 @@ pub struct Summary {
     pub by_project: BTreeMap<String, Score>,
     /// Counts of `pass`, `fail`, `timeout`, `error`.
     pub outcomes: BTreeMap<String, usize>,
+    /// Tasks that did not pass, by cause (see [`super::metrics::Failure`]).
+    #[serde(default)]
+    pub causes: BTreeMap<String, usize>,
     /// Mean dependency recall over tasks that have one; `None` when none has.
     pub recall: Option<f64>,
     /// Mean definitions-only recall over the same tasks.
@@ -161,6 +164,7 @@ pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
         by_kind: pass.by_kind,
         by_project: pass.by_project,
         outcomes: pass.outcomes,
+        causes: pass.causes,
         recall: mean(&recalls),
         recall_definitions: mean(&strict),
         recall_tasks: recalls.len(),

@@ -31,6 +31,8 @@ pub struct PassSummary {
     /// Keys `none`, `intra_class`, `intra_file`, `cross_file`; a task counts under each it has.
     pub by_kind: BTreeMap<String, Score>,
     pub outcomes: BTreeMap<String, usize>,
+    /// Tasks that did not pass, by [`Failure::cause`].
+    pub causes: BTreeMap<String, usize>,
 }
 
 pub fn pass_summary<'a>(results: impl IntoIterator<Item = &'a TaskResult>) -> PassSummary {
@@ -54,8 +56,89 @@ pub fn pass_summary<'a>(results: impl IntoIterator<Item = &'a TaskResult>) -> Pa
         *s.outcomes
             .entry(r.outcome.as_str().to_string())
             .or_default() += 1;
+        if let Some(f) = failure(r) {
+            *s.causes.entry(f.cause).or_default() += 1;
+        }
     }
     s
+}
+
+/// Why a task did not pass: a one-word cause and the line it was read from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// The exception its failing test ended with (`NameError`, `AssertionError`, pytest's
+    /// `Failed` for a `raises` that did not raise, ...), read from pytest's short summary line
+    /// or else its first `E` line; `timeout`; `empty body` (nothing ran); `harness error` (the
+    /// task could not be run); `test failed` when the output names no exception.
+    pub cause: String,
+    /// That output line (at most [`DETAIL_CHARS`] characters), or the harness's message.
+    pub detail: String,
+}
+
+/// Most characters of a failure's detail line.
+pub const DETAIL_CHARS: usize = 200;
+
+/// Why `r` did not pass; `None` for a pass. Read from the saved output, so older runs get
+/// causes too.
+pub fn failure(r: &TaskResult) -> Option<Failure> {
+    let message = || r.message.clone().unwrap_or_default();
+    let (cause, detail) = match r.outcome {
+        Outcome::Pass => return None,
+        Outcome::Timeout => ("timeout".to_string(), message()),
+        Outcome::Error => ("harness error".to_string(), message()),
+        Outcome::Fail if r.tests_run == 0 => ("empty body".to_string(), message()),
+        Outcome::Fail => {
+            let summary = summary_lines(&r.output_tail);
+            let e_lines = || r.output_tail.lines().filter_map(|l| l.strip_prefix("E "));
+            match summary.chain(e_lines()).find_map(exception_name) {
+                // pytest cuts the summary line to the terminal's width: the detail is the
+                // first `E` line naming the same exception, when there is one.
+                Some(name) => {
+                    let detail = e_lines()
+                        .chain(summary_lines(&r.output_tail))
+                        .find(|l| exception_name(l).as_deref() == Some(name.as_str()))
+                        .unwrap_or_default();
+                    (name, detail.trim().to_string())
+                }
+                None => ("test failed".to_string(), message()),
+            }
+        }
+    };
+    let detail = detail.chars().take(DETAIL_CHARS).collect();
+    Some(Failure { cause, detail })
+}
+
+/// What follows ` - ` on pytest's short summary lines (`FAILED test - KeyError: 'x'`).
+fn summary_lines(output: &str) -> impl Iterator<Item = &str> {
+    output.lines().filter_map(|l| {
+        let rest = l
+            .strip_prefix("FAILED ")
+            .or_else(|| l.strip_prefix("ERROR "))?;
+        Some(rest.split_once(" - ")?.1)
+    })
+}
+
+/// The exception a pytest report line starts with: `KeyError: 'x'` gives `KeyError`,
+/// `mod.Custom` gives `Custom`, `zlib.error: ...` gives `error`, a bare `assert ...` (pytest's
+/// rewritten assertion) gives `AssertionError`; `None` when the line starts with no such name.
+fn exception_name(line: &str) -> Option<String> {
+    let line = line.trim();
+    if line == "assert" || line.starts_with("assert ") {
+        return Some("AssertionError".into());
+    }
+    let end = line
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(line.len());
+    let rest = &line[end..];
+    if !(rest.is_empty() || rest.starts_with(':')) {
+        return None;
+    }
+    let (module, name) = line[..end].rsplit_once('.').unwrap_or(("", &line[..end]));
+    // A lower-case class counts with its module and message (`zlib.error: ...`).
+    let lower_ok = !module.is_empty() && rest.starts_with(':');
+    let ok = name.starts_with(|c: char| c.is_ascii_uppercase())
+        || (lower_ok && name.starts_with(|c: char| c.is_ascii_lowercase()));
+    ok.then(|| name.to_string())
 }
 
 /// Share of the task's dependency names found in a method's final context (qualified names).
@@ -121,6 +204,65 @@ mod tests {
         assert_eq!(s.by_kind["intra_class"].pass_at_1, 0.0);
         assert_eq!(s.by_kind["none"].pass_at_1, 1.0);
         assert_eq!(s.outcomes["timeout"], 1);
+        assert_eq!(s.causes["timeout"], 1);
+        assert_eq!(s.causes.values().sum::<usize>(), 2);
+    }
+
+    #[test]
+    fn a_failure_is_named_by_the_exception_its_test_ended_with() {
+        let fail = |tail: &str| {
+            let mut r = result("a", vec![], Outcome::Fail);
+            r.output_tail = tail.into();
+            failure(&r).map(|f| f.cause)
+        };
+        // pytest's short summary line wins over earlier `E` lines.
+        let tail = "E       KeyError: 'x'\n\nboltons/x.py:3: KeyError\n\
+                    =========================== short test summary info ===\n\
+                    FAILED tests/t.py::test_a - KeyError: 'x'\n1 failed in 0.1s\n";
+        assert_eq!(fail(tail).as_deref(), Some("KeyError"));
+        let mut r = result("a", vec![], Outcome::Fail);
+        r.output_tail = tail.into();
+        assert_eq!(failure(&r).unwrap().detail, "KeyError: 'x'");
+        // The summary line cut short: the name from it, the whole line from the `E` lines.
+        r.output_tail = "E   TypeError: 'months' is an invalid keyword argument\n\
+                         FAILED tests/t.py::test_d - TypeError: 'mon...\n"
+            .into();
+        let f = failure(&r).unwrap();
+        assert_eq!(f.cause, "TypeError");
+        assert_eq!(
+            f.detail,
+            "TypeError: 'months' is an invalid keyword argument"
+        );
+        let zlib = "FAILED tests/t.py::test_e - zlib.error: Error -3 while decompressing\n";
+        assert_eq!(fail(zlib).as_deref(), Some("error"));
+        // A rewritten assertion, with and without the summary line.
+        let assert = "E       assert 7 == 8\n\ntests/t.py:15: AssertionError\n";
+        assert_eq!(fail(assert).as_deref(), Some("AssertionError"));
+        let summary = "FAILED tests/t.py::test_b - assert (b'78', False) == (b'78', True)\n";
+        assert_eq!(fail(summary).as_deref(), Some("AssertionError"));
+        // An import that fails at collection; a dotted, module-qualified exception.
+        let collect = "ERROR tests/t.py - NameError: name 'cls' is not defined\n";
+        assert_eq!(fail(collect).as_deref(), Some("NameError"));
+        let dotted = "E   json.decoder.JSONDecodeError: Expecting value\n";
+        assert_eq!(fail(dotted).as_deref(), Some("JSONDecodeError"));
+        let raises = "FAILED tests/t.py::test_c - Failed: DID NOT RAISE <class 'ValueError'>\n";
+        assert_eq!(fail(raises).as_deref(), Some("Failed"));
+        // Prose or lower-case words are not exceptions.
+        assert_eq!(
+            fail("E   where 3 = len([1, 2, 3])\nsomething Broke here\n").as_deref(),
+            Some("test failed")
+        );
+        let mut empty = result("a", vec![], Outcome::Fail);
+        empty.tests_run = 0;
+        empty.message = Some("body is empty or only `pass`".into());
+        let f = failure(&empty).unwrap();
+        assert_eq!(
+            (f.cause.as_str(), f.detail.as_str()),
+            ("empty body", "body is empty or only `pass`")
+        );
+        let error = result("a", vec![], Outcome::Error);
+        assert_eq!(failure(&error).unwrap().cause, "harness error");
+        assert_eq!(failure(&result("a", vec![], Outcome::Pass)), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::batch::{load_records, summarize, tasks_sha256, RunInfo, Summary, TaskRecord};
+use super::metrics::failure;
 use super::tasks::{load_function_tasks, DepKind};
 use super::EvalError;
 
@@ -148,6 +149,59 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
     })
 }
 
+/// One task that did not pass, for `report --failures`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailedTask {
+    pub run: PathBuf,
+    pub method: String,
+    pub namespace: String,
+    pub kinds: Vec<String>,
+    pub cause: String,
+    pub detail: String,
+}
+
+/// Every task of the run directories that did not pass, by run, then cause, then name.
+pub fn failed_tasks(dirs: &[PathBuf]) -> Result<Vec<FailedTask>, EvalError> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let (info, records) = load_records(dir)?;
+        let mut rows: Vec<FailedTask> = records
+            .iter()
+            .filter_map(|r| {
+                let f = failure(&r.result)?;
+                Some(FailedTask {
+                    run: dir.clone(),
+                    method: info.method.clone(),
+                    namespace: r.result.namespace.clone(),
+                    kinds: r.result.kinds.iter().map(|k| k.as_str().into()).collect(),
+                    cause: f.cause,
+                    detail: f.detail,
+                })
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.cause, &a.namespace).cmp(&(&b.cause, &b.namespace)));
+        out.extend(rows);
+    }
+    Ok(out)
+}
+
+/// [`failed_tasks`] as a markdown table.
+pub fn failures_markdown(rows: &[FailedTask]) -> String {
+    let mut s = String::from("| run | task | kinds | cause | detail |\n|---|---|---|---|---|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            r.run.display(),
+            r.namespace,
+            r.kinds.join(", "),
+            r.cause,
+            r.detail.replace('|', "\\|")
+        );
+    }
+    s
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
 }
@@ -249,6 +303,26 @@ pub fn markdown(runs: &[RunReport]) -> String {
             cells.iter().map(|c| format!("{c} | ")).collect::<String>(),
             test,
             total
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "| method | not passed | causes |");
+    let _ = writeln!(s, "|---|---:|---|");
+    for r in runs {
+        let m = &r.summary;
+        let mut causes: Vec<(&String, &usize)> = m.causes.iter().collect();
+        causes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let listed: Vec<String> = causes.iter().map(|(c, k)| format!("{c} {k}")).collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} |",
+            m.method,
+            m.total - m.passed,
+            if listed.is_empty() {
+                "–".to_string()
+            } else {
+                listed.join(", ")
+            }
         );
     }
     s
