@@ -233,25 +233,43 @@ mod tests {
             f.detail,
             "TypeError: 'months' is an invalid keyword argument"
         );
-        let zlib = "FAILED tests/t.py::test_e - zlib.error: Error -3 while decompressing\n";
-        assert_eq!(fail(zlib).as_deref(), Some("error"));
-        // A rewritten assertion, with and without the summary line.
-        let assert = "E       assert 7 == 8\n\ntests/t.py:15: AssertionError\n";
-        assert_eq!(fail(assert).as_deref(), Some("AssertionError"));
-        let summary = "FAILED tests/t.py::test_b - assert (b'78', False) == (b'78', True)\n";
-        assert_eq!(fail(summary).as_deref(), Some("AssertionError"));
-        // An import that fails at collection; a dotted, module-qualified exception.
-        let collect = "ERROR tests/t.py - NameError: name 'cls' is not defined\n";
-        assert_eq!(fail(collect).as_deref(), Some("NameError"));
-        let dotted = "E   json.decoder.JSONDecodeError: Expecting value\n";
-        assert_eq!(fail(dotted).as_deref(), Some("JSONDecodeError"));
-        let raises = "FAILED tests/t.py::test_c - Failed: DID NOT RAISE <class 'ValueError'>\n";
-        assert_eq!(fail(raises).as_deref(), Some("Failed"));
-        // Prose or lower-case words are not exceptions.
-        assert_eq!(
-            fail("E   where 3 = len([1, 2, 3])\nsomething Broke here\n").as_deref(),
-            Some("test failed")
-        );
+        let cases = [
+            // A lower-case class with its module; a rewritten assertion, with and without the
+            // summary line; an import that fails at collection; a module-qualified exception;
+            // a `pytest.raises` that did not raise.
+            (
+                "FAILED tests/t.py::test_e - zlib.error: Error -3 while decompressing\n",
+                "error",
+            ),
+            (
+                "E       assert 7 == 8\n\ntests/t.py:15: AssertionError\n",
+                "AssertionError",
+            ),
+            (
+                "FAILED tests/t.py::test_b - assert (b'78', False) == (b'78', True)\n",
+                "AssertionError",
+            ),
+            (
+                "ERROR tests/t.py - NameError: name 'cls' is not defined\n",
+                "NameError",
+            ),
+            (
+                "E   json.decoder.JSONDecodeError: Expecting value\n",
+                "JSONDecodeError",
+            ),
+            (
+                "FAILED tests/t.py::test_c - Failed: DID NOT RAISE <class 'ValueError'>\n",
+                "Failed",
+            ),
+            // Prose or lower-case words are not exceptions.
+            (
+                "E   where 3 = len([1, 2, 3])\nsomething Broke here\n",
+                "test failed",
+            ),
+        ];
+        for (tail, cause) in cases {
+            assert_eq!(fail(tail).as_deref(), Some(cause), "{tail}");
+        }
         let mut empty = result("a", vec![], Outcome::Fail);
         empty.tests_run = 0;
         empty.message = Some("body is empty or only `pass`".into());
