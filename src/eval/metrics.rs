@@ -88,14 +88,14 @@ pub fn failure(r: &TaskResult) -> Option<Failure> {
         Outcome::Error => ("harness error".to_string(), message()),
         Outcome::Fail if r.tests_run == 0 => ("empty body".to_string(), message()),
         Outcome::Fail => {
-            let summary = summary_lines(&r.output_tail);
+            let summary = || summary_lines(&r.output_tail);
             let e_lines = || r.output_tail.lines().filter_map(|l| l.strip_prefix("E "));
-            match summary.chain(e_lines()).find_map(exception_name) {
+            match summary().chain(e_lines()).find_map(exception_name) {
                 // pytest cuts the summary line to the terminal's width: the detail is the
                 // first `E` line naming the same exception, when there is one.
                 Some(name) => {
                     let detail = e_lines()
-                        .chain(summary_lines(&r.output_tail))
+                        .chain(summary())
                         .find(|l| exception_name(l).as_deref() == Some(name.as_str()))
                         .unwrap_or_default();
                     (name, detail.trim().to_string())
