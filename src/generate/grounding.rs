@@ -20,6 +20,8 @@ use crate::repo::{ClassId, Def, FnId, ImportTarget, Lang, MaskedView};
 use std::collections::HashSet;
 use tree_sitter::{Node, Tree};
 
+mod calls;
+
 /// The result of checking one generated function.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Grounding {
@@ -62,6 +64,8 @@ pub enum ProblemKind {
     UnboundLocal,
     /// The function does not parse.
     Syntax,
+    /// A call to a repository function with arguments its parameters do not take.
+    BadCall,
 }
 
 impl Grounding {
@@ -247,6 +251,21 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
              Implement what the {what} has to do instead.\n",
             p.name
         ));
+    }
+    let calls: Vec<&Problem> = g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::BadCall)
+        .collect();
+    if !calls.is_empty() {
+        out.push_str(&format!(
+            "Your {what} calls functions of the repository with arguments they do not take \
+             (each call would raise a TypeError):\n"
+        ));
+        for p in calls {
+            out.push_str(&format!("- {}\n", p.name));
+        }
+        out.push_str("Call each one as its definition shows.\n");
     }
     if java {
         out.push_str(
@@ -1462,8 +1481,8 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
             .lines()
             .any(|l| l.trim() == "@staticmethod");
     let target_id = view.target();
-    let class = target_id.and_then(|id| view.resolver().enclosing_class(id));
-    let class = class.map(|c| class_info(view, c));
+    let class_id = target_id.and_then(|id| view.resolver().enclosing_class(id));
+    let class = class_id.map(|c| class_info(view, c));
     let self_name: Option<String> = if class.is_some() && !static_method {
         params.first().filter(|p| is_identifier(p)).cloned()
     } else {
@@ -1556,6 +1575,15 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
     ) {
         g.problems.push(p);
     }
+    g.problems.extend(calls::bad_calls(
+        view,
+        target,
+        src,
+        def,
+        self_name.as_deref(),
+        class_id,
+        &scopes,
+    ));
 }
 
 /// Suggestions for an undefined name: close names in scope, `self.x` for a class attribute, an
@@ -2543,6 +2571,74 @@ mod tests {
         \x20   def reset(self):\n        self.cache = {}\n\n\
         \x20   def area(self):\n        return self.w\n\n\
         \x20   @staticmethod\n    def unit(value):\n        return value\n";
+
+    const COUNTER_PY: &str = "from .util import cached, merge, tagged\n\n\
+        def scale(value, factor=2, *, floor=0):\n    return max(floor, value * factor)\n\n\
+        class Counter:\n\
+        \x20   def __init__(self, hook):\n        self.hook = hook\n        self.counts = {}\n\n\
+        \x20   def add(self, key):\n        self.counts[key] = self.counts.get(key, 0) + 1\n\n\
+        \x20   def hook(self, a, b):\n        return a\n\n\
+        \x20   @staticmethod\n    def norm(key, lower=True):\n        return key\n\n\
+        \x20   @property\n    def total(self):\n        return 0\n\n\
+        \x20   def update(self, items):\n        pass\n";
+    const HELPERS_PY: &str = "import functools\n\n\
+        def merge(a, b, /):\n    return a\n\n\
+        def tagged(fn):\n    return fn\n\n\
+        @functools.lru_cache()\n\
+        def cached(x):\n    return x\n";
+
+    #[test]
+    fn calls_are_checked_against_the_definitions_they_reach() {
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            ("pkg/util.py", HELPERS_PY),
+            ("pkg/counter.py", COUNTER_PY),
+        ]);
+        let generated = "    def update(self, items):
+        for k, v in items:
+            self.add(k, v)
+            self.add(key=k)
+            self.norm(k, lower=False)
+            self.hook(k)
+            merge(k, v)
+            merge(a=k, b=v)
+            scale(v, 3, floor=1)
+            scale(v, ceiling=1)
+            tagged(k, v, *items)
+        def add(a, b, c):
+            return a
+        add(1, 2, 3)
+";
+        let g = check_in(&repo, "pkg.counter.Counter.update", generated);
+        let bad: Vec<&str> = g
+            .problems
+            .iter()
+            .filter(|p| p.kind == ProblemKind::BadCall)
+            .map(|p| p.name.as_str())
+            .collect();
+        // `self.hook` is an instance attribute too, `add` inside is the local function, and
+        // `*items` may fill anything: none is checked.
+        assert_eq!(bad.len(), 3, "{g:#?}");
+        assert!(
+            bad[0].starts_with(
+                "line 3: `self.add(...)`: `def add(self, key):` takes 1 positional \
+                 argument besides `self` but 2 were given"
+            ),
+            "{bad:?}"
+        );
+        assert!(bad[1].contains("`merge(...)`") && bad[1].contains("`a` by position only"));
+        assert!(bad[2].contains("`scale(...)`") && bad[2].contains("has no parameter `ceiling`"));
+        let msg = repair_request(&g).unwrap();
+        assert!(msg.contains("arguments they do not take"), "{msg}");
+        assert!(msg.contains(bad[0]), "{msg}");
+        // A definition behind a decorator may take anything.
+        let g = check_in(
+            &repo,
+            "pkg.counter.Counter.update",
+            "    def update(self, items):\n        return cached(1, 2) + self.total(1)\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+    }
 
     #[test]
     fn a_missing_method_is_reported_with_the_real_sibling() {
