@@ -1,7 +1,8 @@
 //! Calls checked against the repository's definitions: what a generated Python function passes
 //! to `self.m(...)`, or to a function of its file or imported from the repository, must fit
 //! that definition's parameters, or CPython raises a `TypeError` at the call (too many
-//! positional arguments, an unknown keyword, a required argument left out, one given twice).
+//! positional arguments, an unknown keyword, a required argument left out, one given both by
+//! position and by keyword).
 //!
 //! Only what is known exactly is checked: a name the generated function does not bind itself,
 //! resolving to a single definition (no overloads or alternatives) that carries no decorator
@@ -32,7 +33,7 @@ struct Args {
     keywords: Vec<String>,
     /// `*x`: the positional count is unknown.
     list_splat: bool,
-    /// `**x`: any keyword may be given.
+    /// `**x`: any parameter may be filled by it.
     dict_splat: bool,
 }
 
