@@ -166,17 +166,17 @@ fn own_method(view: &MaskedView, from: FnId, class: ClassId, attr: &str) -> Opti
     else {
         return None;
     };
-    let defining = view.function(fid)?.class.as_deref()?;
-    let shadowed = |c: &crate::repo::Class| c.members.iter().any(|m| m == attr);
-    let class = view.class(class).unwrap_or_else(|| repo.class(class));
-    if shadowed(class)
-        || view
-            .classes()
-            .any(|(_, c)| c.qualname == defining && shadowed(c))
-    {
-        return None;
-    }
-    Some(fid)
+    let resolver = view.resolver();
+    let defining = resolver.lookup_qualname(view.function(fid)?.class.as_deref()?);
+    let shadowed = |c: ClassId| {
+        let c = view.class(c).unwrap_or_else(|| repo.class(c));
+        c.members.iter().any(|m| m == attr)
+    };
+    let in_defining = defining.into_iter().any(|d| match d {
+        Def::Class(c) => shadowed(c),
+        Def::Function(_) => false,
+    });
+    (!shadowed(class) && !in_defining).then_some(fid)
 }
 
 /// The header of a visible definition (its `def` line as written, one line), its parameters,
