@@ -250,6 +250,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 .unwrap_or_default()
         );
     }
+    for u in generation.local.iter().flat_map(|l| &l.usages) {
+        eprintln!("  called from {}:{} ({})", u.path, u.line, u.caller);
+    }
     for c in &run.context {
         eprintln!("  context [{}] {} ({})", c.source, c.qualname, c.path);
     }

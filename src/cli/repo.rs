@@ -294,6 +294,8 @@ pub fn show(args: ShowArgs) -> Result<()> {
             (c.line, c.callee.clone(), t, j)
         })
         .collect();
+    // Where the visible repository calls the target (what the generation prompt shows).
+    let used_by = repohop::generate::usages::usages(&view, id);
 
     if args.json {
         let out = json!({
@@ -310,6 +312,7 @@ pub fn show(args: ShowArgs) -> Result<()> {
                     }
                     o
                 }).collect::<Vec<_>>(),
+                "used_by": used_by,
             },
             "masked": {
                 "path": f.path,
@@ -341,6 +344,14 @@ pub fn show(args: ShowArgs) -> Result<()> {
     println!("\ncall sites ({}):", calls.len());
     for (line, callee, t, _) in &calls {
         println!("  {line:>5}  {callee}  → {t}");
+    }
+    println!(
+        "\ncalled from ({}, at most {}):",
+        used_by.len(),
+        repohop::generate::usages::MAX_USAGES
+    );
+    for u in &used_by {
+        println!("  {}:{}  in {}", u.path, u.line, u.caller);
     }
     println!("\nthe masked view hides:");
     println!(

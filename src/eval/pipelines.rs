@@ -297,6 +297,8 @@ impl Method for Pipeline {
                 "prompt": run.generation.prompt,
                 "local": run.generation.local.as_ref().map(|l| json!({
                     "class": l.class, "lines_shown": l.lines_shown, "lines_total": l.lines_total,
+                    "usages": l.usages.iter().map(|u| format!("{}:{} ({})", u.path, u.line, u.caller))
+                        .collect::<Vec<_>>(),
                 })),
                 "dropped_context": run.generation.dropped,
                 "grounding": run.grounding,

@@ -1,10 +1,12 @@
 //! The target's surroundings in its own file: imports, module-level names, for a method its
 //! class (header, attributes, `__init__`, sibling signatures), and the code nearest the target
 //! above and below — the target itself hidden. Within a budget, in that order of priority;
-//! what does not fit is shown as an elision marker and counted.
+//! what does not fit is shown as an elision marker and counted. Beside the file, where the
+//! repository calls the target ([`super::usages`]), unless the file view already shows it.
 
 use serde::Serialize;
 
+use super::usages::{usages, Usage};
 use super::Target;
 use crate::repo::lang::outline::{outline, Stmt, StmtKind};
 use crate::repo::mask::MaskedView;
@@ -43,6 +45,8 @@ pub struct LocalView {
     near: Vec<usize>,
     /// The enclosing class's name, for the trace.
     class: Option<String>,
+    /// Where the repository calls the target.
+    usages: Vec<Usage>,
 }
 
 /// The rendered local context, with what it left out.
@@ -53,6 +57,8 @@ pub struct LocalContext {
     pub text: String,
     pub lines_shown: usize,
     pub lines_total: usize,
+    /// Calls of the target shown beside the file (those the file view shows are left out).
+    pub usages: Vec<Usage>,
     /// Byte range of the line in `text` that marks the target's place.
     #[serde(skip)]
     pub marker: (usize, usize),
@@ -119,6 +125,7 @@ impl LocalView {
             order,
             near,
             class: class.and_then(|i| stmts[i].name.clone()),
+            usages: view.target().map(|id| usages(view, id)).unwrap_or_default(),
         })
     }
 
@@ -126,9 +133,33 @@ impl LocalView {
         &self.repo
     }
 
-    /// The file shown within `budget_chars`: ranges in priority order while they fit, rendered
-    /// in file order with a marker for each gap and for the target's place.
+    /// The file shown within `budget_chars`, and beside it the calls of the target that the
+    /// file view does not show. These come out of the same budget, first (they are a few
+    /// lines, at most a quarter of it); when the whole budget's view shows them all, that view
+    /// is the answer, unchanged, and a view that changed for them always comes with them.
     pub fn render(&self, budget_chars: usize) -> LocalContext {
+        let whole = self.render_file(budget_chars);
+        let missing = unshown(&whole, &self.usages);
+        let cost: usize = missing.iter().map(|u| u.code.len() + 80).sum();
+        if missing.is_empty() || cost * 4 > budget_chars {
+            return whole;
+        }
+        let mut shown = self.render_file(budget_chars - cost);
+        shown.usages = unshown(&shown, &self.usages);
+        if shown.usages.is_empty() {
+            // The smaller view happens to show the calls (it is not a subset of the larger
+            // one): keep the larger view, the calls beside it.
+            return LocalContext {
+                usages: missing,
+                ..whole
+            };
+        }
+        shown
+    }
+
+    /// The file alone: ranges in priority order while they fit, rendered in file order with a
+    /// marker for each gap and for the target's place.
+    fn render_file(&self, budget_chars: usize) -> LocalContext {
         let mut shown = vec![false; self.lines.len()];
         let mut used = 0;
         for &(start, end) in &self.order {
@@ -203,6 +234,7 @@ impl LocalView {
         LocalContext {
             path: self.path.clone(),
             class: self.class.clone(),
+            usages: Vec::new(),
             text: out,
             lines_shown: shown.iter().filter(|s| **s).count(),
             // The anchor line is the target's place, not code.
@@ -210,6 +242,15 @@ impl LocalView {
             marker: marker_at,
         }
     }
+}
+
+/// The calls among `usages` that `file` does not show.
+fn unshown(file: &LocalContext, usages: &[Usage]) -> Vec<Usage> {
+    usages
+        .iter()
+        .filter(|u| u.path != file.path || !file.text.lines().any(|l| l.trim() == u.call_line))
+        .cloned()
+        .collect()
 }
 
 fn elision(comment: &str, indent: usize) -> String {
@@ -398,6 +439,45 @@ mod tests {
             assert!(t.contains(want), "{want} missing from\n{t}");
         }
         assert!(!t.contains("return Shape(self.w * k"), "{t}");
+    }
+
+    #[test]
+    fn calls_of_the_target_the_file_view_does_not_show_come_beside_it() {
+        let shapes = format!(
+            "class Shape:\n    def area(self):\n        return 1\n\n    \
+             def double(self):\n        return 2 * self.area()\n\n\
+             def pad(n):\n{}    return n\n\n\
+             def far(shape):\n    x = 1\n    return Shape.area(shape) + x\n",
+            "    n += 1\n".repeat(80)
+        );
+        let draw = "from pkg.shapes import Shape\n\ndef paint(s):\n    total = 0\n    \
+            total += Shape.area(s)\n    return total\n";
+        let (_dir, repo) = open(&[("pkg/shapes.py", &shapes), ("pkg/draw.py", draw)]);
+        let id = resolve_target(&repo, "pkg/shapes.py::Shape.area").unwrap();
+        let view = MaskedView::new(&repo, Some(id), false);
+        let target = Target::of(&repo, id).unwrap();
+        let local = LocalView::new(&view, &target).unwrap();
+        let callers = |c: &LocalContext| -> Vec<String> {
+            c.usages.iter().map(|u| u.caller.clone()).collect()
+        };
+        // The whole file shows both of its own calls: only the other file's is added.
+        let whole = local.render(100_000);
+        assert!(whole.text.contains("return Shape.area(shape) + x"));
+        assert_eq!(callers(&whole), ["pkg.draw.paint"]);
+        // A tight budget drops the far call from the file view: it comes beside it, and the
+        // file view gives up room for the calls.
+        let tight = local.render(1000);
+        assert!(!tight.text.contains("Shape.area(shape)"), "{}", tight.text);
+        assert_eq!(callers(&tight), ["pkg.shapes.far", "pkg.draw.paint"]);
+        assert!(tight.lines_shown < local.render_file(1000).lines_shown);
+        // Where the file view shows every call, it is the view the whole budget gives.
+        let (_dir2, repo2) = open(&[("pkg/shapes.py", &shapes)]);
+        let id2 = resolve_target(&repo2, "pkg/shapes.py::Shape.area").unwrap();
+        let view2 = MaskedView::new(&repo2, Some(id2), false);
+        let local2 = LocalView::new(&view2, &Target::of(&repo2, id2).unwrap()).unwrap();
+        let all = local2.render(100_000);
+        assert!(all.usages.is_empty());
+        assert_eq!(all.text, local2.render_file(100_000).text);
     }
 
     #[test]

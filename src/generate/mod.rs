@@ -10,6 +10,7 @@ pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
 pub mod session;
+pub mod usages;
 pub mod vectors;
 
 pub use local::{LocalContext, LocalView};
@@ -258,24 +259,32 @@ pub fn generate(
     let mut kept = context.len();
     let mut local_chars = options.local_budget * CHARS_PER_TOKEN;
     let (prompt, shown) = loop {
-        let shown = local
+        let mut shown = local
             .filter(|_| local_chars > 0)
             .map(|l| l.render(local_chars));
+        if let (PromptFormat::Infill, Some(s)) = (format, shown.as_mut()) {
+            s.usages.clear();
+        }
         let prompt = match format {
             PromptFormat::Chat => {
                 let block = prompts::context_block(target.lang, &context[..kept]);
+                let usages = shown.as_ref().map_or(String::new(), |l| {
+                    prompts::usages_section(target.lang, &target.name, &l.usages)
+                });
                 let user = prompts::generation_request(
                     target.lang,
                     &target.path,
                     &target_text,
                     &block,
                     shown.as_ref().map(|l| l.text.as_str()),
+                    &usages,
                 );
                 Prompt::Chat(vec![
                     Message::system(prompts::system(target.lang)),
                     Message::user(user),
                 ])
             }
+            // The infill layout has no place for the calls of the target.
             PromptFormat::Infill => Prompt::Text(prompts::infill(
                 target,
                 local.map(|l| l.repo_name()),

@@ -1,5 +1,6 @@
 //! Every prompt template of the generation step, in one place so it can be read and tuned.
 
+use super::usages::Usage;
 use super::{postprocess, LocalContext, Target};
 use crate::repo::Lang;
 
@@ -32,15 +33,21 @@ pub fn context_block(lang: Lang, snippets: &[ContextSnippet]) -> String {
     let comment = comment(lang);
     let mut out = String::new();
     for s in snippets {
-        out.push_str(&format!(
-            "{comment} {}:{} ({})\n{}\n\n",
-            s.path,
+        out.push_str(&headed(
+            comment,
+            &s.path,
             s.start_line,
-            s.qualname,
-            s.code.trim_end()
+            &s.qualname,
+            &s.code,
         ));
+        out.push('\n');
     }
     out
+}
+
+/// `code` under a comment line `path:line (label)`.
+fn headed(comment: &str, path: &str, line: usize, label: &str, code: &str) -> String {
+    format!("{comment} {path}:{line} ({label})\n{}\n", code.trim_end())
 }
 
 fn comment(lang: Lang) -> &'static str {
@@ -50,14 +57,35 @@ fn comment(lang: Lang) -> &'static str {
     }
 }
 
+/// Where the repository calls the target `name`: each excerpt headed by `path:line` and its
+/// caller; empty without calls.
+pub fn usages_section(lang: Lang, name: &str, usages: &[Usage]) -> String {
+    if usages.is_empty() {
+        return String::new();
+    }
+    let comment = comment(lang);
+    let mut out = format!(
+        "Where the repository calls `{name}` (what callers pass and expect back):\n\n```{}\n",
+        language_name(lang)
+    );
+    for u in usages {
+        let label = format!("in {}", u.caller);
+        out.push_str(&headed(comment, &u.path, u.line, &label, &u.code));
+    }
+    out.push_str("```\n\n");
+    out
+}
+
 /// The user turn asking for the target. `target` is its signature with the docstring; `local`
-/// the target's own file with its place marked (see [`super::local`]).
+/// the target's own file with its place marked (see [`super::local`]); `usages` the section
+/// [`usages_section`] writes.
 pub fn generation_request(
     lang: Lang,
     path: &str,
     target: &str,
     context: &str,
     local: Option<&str>,
+    usages: &str,
 ) -> String {
     let lang_name = language_name(lang);
     let mut out = String::new();
@@ -76,6 +104,7 @@ pub fn generation_request(
             local
         ));
     }
+    out.push_str(usages);
     out.push_str(&format!(
         "Implement the following function from `{path}`. Reply with the complete function \
          (its signature and body) in one ```{lang_name} code block, and nothing else.\n\n\
@@ -145,6 +174,35 @@ mod tests {
             start_line: line,
             code: code.into(),
         }
+    }
+
+    #[test]
+    fn the_calls_of_the_target_come_after_its_file_and_before_the_request() {
+        let usage = Usage {
+            caller: "pkg.draw.paint".into(),
+            path: "pkg/draw.py".into(),
+            line: 5,
+            code: "total = 0\ntotal += area(s)\n".into(),
+            call_line: "total += area(s)".into(),
+        };
+        assert_eq!(usages_section(Lang::Python, "area", &[]), "");
+        let section = usages_section(Lang::Python, "area", &[usage]);
+        assert_eq!(
+            section,
+            "Where the repository calls `area` (what callers pass and expect back):\n\n\
+             ```python\n# pkg/draw.py:5 (in pkg.draw.paint)\ntotal = 0\ntotal += area(s)\n```\n\n"
+        );
+        let turn = generation_request(
+            Lang::Python,
+            "pkg/shapes.py",
+            "def area(s):",
+            "",
+            Some("# the file\n"),
+            &section,
+        );
+        let pos = |s: &str| turn.find(s).unwrap();
+        assert!(pos("# the file") < pos("Where the repository calls"));
+        assert!(pos("Where the repository calls") < pos("Implement the following"));
     }
 
     #[test]
