@@ -159,7 +159,7 @@ impl LocalView {
 
     /// The file alone: ranges in priority order while they fit, rendered in file order with a
     /// marker for each gap and for the target's place.
-    fn render_file(&self, budget_chars: usize) -> LocalContext {
+    pub fn render_file(&self, budget_chars: usize) -> LocalContext {
         let mut shown = vec![false; self.lines.len()];
         let mut used = 0;
         for &(start, end) in &self.order {

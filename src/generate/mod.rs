@@ -259,12 +259,12 @@ pub fn generate(
     let mut kept = context.len();
     let mut local_chars = options.local_budget * CHARS_PER_TOKEN;
     let (prompt, shown) = loop {
-        let mut shown = local
-            .filter(|_| local_chars > 0)
-            .map(|l| l.render(local_chars));
-        if let (PromptFormat::Infill, Some(s)) = (format, shown.as_mut()) {
-            s.usages.clear();
-        }
+        // The infill layout has no place for the calls of the target: its file view keeps
+        // the whole budget.
+        let shown = local.filter(|_| local_chars > 0).map(|l| match format {
+            PromptFormat::Chat => l.render(local_chars),
+            PromptFormat::Infill => l.render_file(local_chars),
+        });
         let prompt = match format {
             PromptFormat::Chat => {
                 let block = prompts::context_block(target.lang, &context[..kept]);
@@ -284,7 +284,6 @@ pub fn generate(
                     Message::user(user),
                 ])
             }
-            // The infill layout has no place for the calls of the target.
             PromptFormat::Infill => Prompt::Text(prompts::infill(
                 target,
                 local.map(|l| l.repo_name()),
