@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use tree_sitter::{Node, Tree};
 
 mod calls;
+mod typed;
 
 /// The result of checking one generated function.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -66,6 +67,8 @@ pub enum ProblemKind {
     Syntax,
     /// A call to a repository function with arguments its parameters do not take.
     BadCall,
+    /// `v.y` where `v`'s repository type is known and has no `y`.
+    TypedAttribute,
 }
 
 impl Grounding {
@@ -266,6 +269,20 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
             out.push_str(&format!("- {}\n", p.name));
         }
         out.push_str("Call each one as its definition shows.\n");
+    }
+    let typed: Vec<&Problem> = g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::TypedAttribute)
+        .collect();
+    if !typed.is_empty() {
+        out.push_str(&format!(
+            "Your {what} reads attributes that objects of these repository types do not have \
+             (each read would raise an AttributeError):\n"
+        ));
+        for p in typed {
+            out.push_str(&format!("- {}{}\n", p.name, did_you_mean(&p.suggestions)));
+        }
     }
     if java {
         out.push_str(
@@ -1338,6 +1355,16 @@ fn class_source_attrs(
     path: &str,
     qualname: &str,
 ) -> Option<(HashSet<String>, bool)> {
+    with_class_def(view, path, qualname, source_attrs)
+}
+
+/// Calls `f` with the source of `path` and the definition of the class `qualname` in it.
+fn with_class_def<R>(
+    view: &MaskedView,
+    path: &str,
+    qualname: &str,
+    f: impl FnOnce(&str, Node) -> Option<R>,
+) -> Option<R> {
     let src = view.file_text(path)?;
     let module = view
         .file_symbols(path)
@@ -1354,6 +1381,10 @@ fn class_source_attrs(
     let parts: Vec<&str> = rel.split('.').collect();
     let tree = parse_python(src)?;
     let class = find_definition(src, tree.root_node(), &parts)?;
+    f(src, class)
+}
+
+fn source_attrs(src: &str, class: Node) -> Option<(HashSet<String>, bool)> {
     let body = class.child_by_field_name("body")?;
     let mut attrs = HashSet::new();
     let mut top = Binder::new(src, None, true);
@@ -1578,6 +1609,15 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
     g.problems.extend(calls::bad_calls(
         view,
         target,
+        src,
+        def,
+        self_name.as_deref(),
+        class_id,
+        &scopes,
+    ));
+    g.problems.extend(typed::typed_attribute_reads(
+        view,
+        &target.path,
         src,
         def,
         self_name.as_deref(),
@@ -2636,6 +2676,85 @@ mod tests {
             &repo,
             "pkg.counter.Counter.update",
             "    def update(self, items):\n        return cached(1, 2) + self.total(1)\n",
+        );
+        assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn attributes_of_values_of_known_repository_types_are_checked() {
+        const CONF_PY: &str = "from collections import namedtuple\n\n\
+            Conf = namedtuple('Conf', [\n    'page_size',  # bytes per page\n    'order',\n])\n";
+        const NODES_PY: &str = "from .conf import Conf\n\n\
+            class Node:\n    def __init__(self, conf: Conf, parent=None):\n        \
+            self.conf = conf\n        self.parent = parent\n        self.entries = []\n\n\
+            class Root(Node):\n    def __init__(self, conf: Conf):\n        \
+            super().__init__(conf)\n        self.children = []\n\n\
+            class Leaf(Node):\n    pass\n\n\
+            class Branch(Root):\n    def grow(self):\n        self.depth = 1\n";
+        const TREE_PY: &str = "from .nodes import Node, Root, Leaf\nfrom .conf import Conf\n\n\
+            class Tree:\n    def __init__(self, conf: Conf, root: Root):\n        \
+            self.conf = conf\n        self.root = root\n        self.other = root\n        \
+            self.other = None\n        self.spare = conf\n\n    \
+            def walk(self, node: Node, depth: int = 0):\n        return node\n\n    \
+            def fork(self):\n        self.copy = self.__class__(self.conf, self.root)\n\n\
+            class Grove(Tree):\n    def replant(self):\n        self.spare = None\n";
+        let (_dir, repo) = repo_with(&[
+            ("pkg/__init__.py", ""),
+            ("pkg/conf.py", CONF_PY),
+            ("pkg/nodes.py", NODES_PY),
+            ("pkg/tree.py", TREE_PY),
+        ]);
+        let generated = "    def walk(self, node: Node, depth: int = 0):
+        total = self.conf.page_size + self.conf.pagesize
+        self.root.children.append(node.entries)
+        if self.root.depth or node.children:
+            total += node.weight
+        self.other.anything + self.spare.extra + self.copy.branches
+        cur = self.root
+        while isinstance(cur, Leaf):
+            cur = cur.left
+            cur.right
+        if isinstance(cur, Root):
+            return cur.kids
+        return cur.conf.order, node.__class__
+";
+        let g = check_in(&repo, "pkg.tree.Tree.walk", generated);
+        let typed: Vec<&str> = g
+            .problems
+            .iter()
+            .filter(|p| p.kind == ProblemKind::TypedAttribute)
+            .map(|p| p.name.as_str())
+            .collect();
+        // Not flagged: what a subclass has (`children` of `Root`, `depth` of `Branch`), an
+        // attribute assigned two ways (`self.other`, and `self.spare` by a subclass), a name
+        // after it is rebound (`cur.right`),
+        // the namedtuple's fields and dunder names.
+        assert_eq!(typed.len(), 5, "{g:#?}");
+        assert!(
+            typed[0].starts_with(
+                "line 2: `self.conf.pagesize`: `self.conf` is a `Conf` (as the class assigns \
+                 it), which has no attribute `pagesize`; it has: page_size, order"
+            ),
+            "{typed:?}"
+        );
+        assert!(typed[1].starts_with("line 5: `node.weight`: `node` is a `Node` (its annotation)"));
+        assert!(typed[2].starts_with("line 6: `self.copy.branches`: `self.copy` is a `Tree`"));
+        assert!(typed[3].starts_with("line 9: `cur.left`: `cur` is a `Leaf`"));
+        assert!(typed[4].starts_with("line 12: `cur.kids`: `cur` is a `Root`"));
+        assert_eq!(g.problems[0].suggestions, vec!["page_size".to_string()]);
+        let msg = repair_request(&g).unwrap();
+        assert!(
+            msg.contains("do not have (each read would raise an AttributeError)"),
+            "{msg}"
+        );
+        assert!(msg.contains("did you mean `page_size`?"), "{msg}");
+        // The reference-style body passes.
+        let g = check_in(
+            &repo,
+            "pkg.tree.Tree.walk",
+            "    def walk(self, node: Node, depth: int = 0):\n        \
+             while not isinstance(node, Leaf):\n            node = node.children[0]\n        \
+             return node.entries[: self.conf.order]\n",
         );
         assert!(g.is_ok(), "{g:#?}");
     }
