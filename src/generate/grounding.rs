@@ -1391,12 +1391,7 @@ fn source_attrs(src: &str, class: Node) -> Option<(HashSet<String>, bool)> {
     top.walk(body);
     attrs.extend(top.bound);
     for stmt in named_children(body) {
-        let def = match stmt.kind() {
-            "function_definition" => Some(stmt),
-            "decorated_definition" => stmt.child_by_field_name("definition"),
-            _ => None,
-        };
-        let Some(def) = def.filter(|d| d.kind() == "function_definition") else {
+        let Some(def) = function_of(stmt) else {
             continue;
         };
         let me = def
@@ -1416,6 +1411,16 @@ fn source_attrs(src: &str, class: Node) -> Option<(HashSet<String>, bool)> {
         || code.contains("__dict__")
         || code.contains("setattr(");
     Some((attrs, dynamic))
+}
+
+/// The function a statement of a class or module body defines, decorated or not.
+fn function_of(stmt: Node) -> Option<Node> {
+    let def = match stmt.kind() {
+        "function_definition" => Some(stmt),
+        "decorated_definition" => stmt.child_by_field_name("definition"),
+        _ => None,
+    };
+    def.filter(|d| d.kind() == "function_definition")
 }
 
 /// The definition (class or function) at the nesting path `parts` under `node`.

@@ -13,8 +13,8 @@
 //! leaves the read unchecked.
 
 use super::{
-    class_info, close_names, named_children, param_names, parse_python, text, with_class_def,
-    Binder, Problem, ProblemKind, ScopeUses, MAX_DEPTH,
+    class_info, close_names, function_of, named_children, param_names, parse_python, text,
+    with_class_def, Binder, Problem, ProblemKind, ScopeUses, MAX_DEPTH,
 };
 use crate::repo::{ClassId, Def, FileId, MaskedView};
 use std::collections::{HashMap, HashSet};
@@ -92,14 +92,15 @@ pub(super) fn typed_attribute_reads(
         ));
     };
 
-    let mut stores = Binder::new(src, self_name.map(str::to_string), false);
-    stores.walk(body);
-    let stores = stores.stores;
+    // What the function binds, and which attribute nodes it stores to.
+    let mut walked = Binder::new(src, self_name.map(str::to_string), false);
+    walked.walk(body);
+    let stores = &walked.stores;
 
     // `self.x.y`
     if let (Some(me), Some(class)) = (self_name, class) {
         let fields = self_attr_types(view, class);
-        for (read, x, attr) in attr_reads(src, body, &stores, |o| self_attr(src, o, me)) {
+        for (read, x, attr) in attr_reads(src, body, stores, |o| self_attr(src, o, me)) {
             if scopes.self_assigned.contains(&x) {
                 continue;
             }
@@ -118,8 +119,6 @@ pub(super) fn typed_attribute_reads(
     }
 
     // Annotated parameters that the function never rebinds.
-    let mut binds = Binder::new(src, None, false);
-    binds.walk(body);
     if let Some(params) = def.child_by_field_name("parameters") {
         for p in named_children(params) {
             if !matches!(p.kind(), "typed_parameter" | "typed_default_parameter") {
@@ -128,13 +127,13 @@ pub(super) fn typed_attribute_reads(
             let Some((name, ty)) = typed_param(src, p) else {
                 continue;
             };
-            if Some(name.as_str()) == self_name || binds.bound.contains(&name) {
+            if Some(name.as_str()) == self_name || walked.bound.contains(&name) {
                 continue;
             }
             let Some(shape) = types.shape(&ty) else {
                 continue;
             };
-            for (read, v, attr) in attr_reads(src, body, &stores, |o| plain(src, o, &name)) {
+            for (read, v, attr) in attr_reads(src, body, stores, |o| plain(src, o, &name)) {
                 report(read, &v, &attr, &shape, "its annotation");
             }
         }
@@ -157,7 +156,7 @@ pub(super) fn typed_attribute_reads(
                         if rebinds && s.kind() != "expression_statement" {
                             break;
                         }
-                        for (read, v, attr) in attr_reads(src, s, &stores, |o| plain(src, o, &name))
+                        for (read, v, attr) in attr_reads(src, s, stores, |o| plain(src, o, &name))
                         {
                             report(read, &v, &attr, &shape, "`isinstance` says so here");
                         }
@@ -334,12 +333,7 @@ fn class_attr_types(src: &str, def: Node, out: &mut HashMap<String, Option<Strin
                 }
             }
         }
-        let method = match stmt.kind() {
-            "function_definition" => Some(stmt),
-            "decorated_definition" => stmt.child_by_field_name("definition"),
-            _ => None,
-        };
-        let Some(method) = method.filter(|m| m.kind() == "function_definition") else {
+        let Some(method) = function_of(stmt) else {
             continue;
         };
         let (Some(params), Some(mbody)) = (
