@@ -1308,26 +1308,10 @@ fn collect_class_attrs(
         }
         complete &= !dynamic;
     }
-    let file = repo.class_file(class);
-    let resolver = view.resolver();
-    for base in &c.bases {
-        if base.contains('=') {
+    for (base, classes) in class_bases(view, class) {
+        if PLAIN_BASES.contains(&base.as_str()) {
             continue;
         }
-        let base = base.split(['[', '(']).next().unwrap_or(base).trim();
-        if base.is_empty() || PLAIN_BASES.contains(&base) {
-            continue;
-        }
-        let classes: Vec<ClassId> = match resolver.resolve_in_file(file, base) {
-            Ok(defs) => defs
-                .into_iter()
-                .filter_map(|d| match d {
-                    Def::Class(id) => Some(id),
-                    Def::Function(_) => None,
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        };
         if classes.is_empty() {
             match BUILTIN_BASE_ATTRS.iter().find(|(name, _)| *name == base) {
                 Some((name, attrs)) => {
@@ -1411,6 +1395,36 @@ fn source_attrs(src: &str, class: Node) -> Option<(HashSet<String>, bool)> {
         || code.contains("__dict__")
         || code.contains("setattr(");
     Some((attrs, dynamic))
+}
+
+/// Each base `class` names (keyword arguments such as `metaclass=` left out), as written without
+/// its subscript or call, with the repository classes it resolves to (none for a builtin or
+/// outside base).
+fn class_bases(view: &MaskedView, class: ClassId) -> Vec<(String, Vec<ClassId>)> {
+    let repo = view.repository();
+    let c = view.class(class).unwrap_or_else(|| repo.class(class));
+    let file = repo.class_file(class);
+    let resolver = view.resolver();
+    c.bases
+        .iter()
+        .filter(|b| !b.contains('='))
+        .map(|b| b.split(['[', '(']).next().unwrap_or(b).trim())
+        .filter(|b| !b.is_empty())
+        .map(|base| {
+            let classes = resolver
+                .resolve_in_file(file, base)
+                .map(|defs| {
+                    defs.into_iter()
+                        .filter_map(|d| match d {
+                            Def::Class(id) => Some(id),
+                            Def::Function(_) => None,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            (base.to_string(), classes)
+        })
+        .collect()
 }
 
 /// The function a statement of a class or module body defines, decorated or not.

@@ -13,10 +13,11 @@
 //! leaves the read unchecked.
 
 use super::{
-    class_info, close_names, function_of, named_children, param_names, parse_python, text,
-    with_class_def, Binder, Problem, ProblemKind, ScopeUses, MAX_DEPTH,
+    class_bases, class_info, close_names, function_of, named_children, param_names, parse_python,
+    text, with_class_def, Binder, Problem, ProblemKind, ScopeUses, MAX_DEPTH,
 };
 use crate::repo::{ClassId, Def, FileId, MaskedView};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use tree_sitter::Node;
 
@@ -58,7 +59,11 @@ pub(super) fn typed_attribute_reads(
     let Some(body) = def.child_by_field_name("body") else {
         return Vec::new();
     };
-    let types = Types { view, file };
+    let types = Types {
+        view,
+        file,
+        known: RefCell::new(HashMap::new()),
+    };
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut report = |node: Node, value: &str, attr: &str, shape: &Shape, why: &str| {
@@ -99,8 +104,14 @@ pub(super) fn typed_attribute_reads(
 
     // `self.x.y`
     if let (Some(me), Some(class)) = (self_name, class) {
-        let fields = self_attr_types(view, class);
-        for (read, x, attr) in attr_reads(src, body, stores, |o| self_attr(src, o, me)) {
+        let reads = attr_reads(src, body, stores, |o| self_attr(src, o, me));
+        // The class family's sources are read only when there is something to look up.
+        let fields = if reads.is_empty() {
+            HashMap::new()
+        } else {
+            self_attr_types(view, class)
+        };
+        for (read, x, attr) in reads {
             if scopes.self_assigned.contains(&x) {
                 continue;
             }
@@ -407,42 +418,37 @@ fn note_type(out: &mut HashMap<String, Option<String>>, attr: &str, ty: Option<S
 
 /// The in-repo classes `class` names as bases.
 fn in_repo_bases(view: &MaskedView, class: ClassId) -> Vec<ClassId> {
-    let repo = view.repository();
-    let c = view.class(class).unwrap_or_else(|| repo.class(class));
-    let file = repo.class_file(class);
-    let resolver = view.resolver();
-    c.bases
-        .iter()
-        .filter(|b| !b.contains('='))
-        .filter_map(|b| {
-            resolver
-                .resolve_in_file(file, b.split(['[', '(']).next()?.trim())
-                .ok()
-        })
-        .flatten()
-        .filter_map(|d| match d {
-            Def::Class(id) => Some(id),
-            Def::Function(_) => None,
-        })
+    class_bases(view, class)
+        .into_iter()
+        .flat_map(|(_, classes)| classes)
         .collect()
 }
 
 /// Type names as written in one file, resolved to shapes.
+/// Each name is resolved once per check (a class's shape walks every class of the repository).
 struct Types<'a> {
     view: &'a MaskedView<'a>,
     file: FileId,
+    known: RefCell<HashMap<String, Option<Shape>>>,
 }
 
 impl Types<'_> {
     fn shape(&self, name: &str) -> Option<Shape> {
+        if let Some(known) = self.known.borrow().get(name) {
+            return known.clone();
+        }
         let resolver = self.view.resolver();
-        if let Ok(defs) = resolver.resolve_in_file(self.file, name) {
-            return match defs.as_slice() {
+        let shape = match resolver.resolve_in_file(self.file, name) {
+            Ok(defs) => match defs.as_slice() {
                 [Def::Class(id)] => class_shape(self.view, *id),
                 _ => None,
-            };
-        }
-        namedtuple_shape(self.view, self.file, name, 0)
+            },
+            Err(_) => namedtuple_shape(self.view, self.file, name, 0),
+        };
+        self.known
+            .borrow_mut()
+            .insert(name.to_string(), shape.clone());
+        shape
     }
 }
 
