@@ -18,6 +18,7 @@ use repohop::eval::report::{
 use repohop::eval::runner::RunnerConfig;
 use repohop::eval::{pipelines, tasks};
 use repohop::generate::complete::LineMethod;
+use repohop::generate::select::Select;
 use repohop::generate::PromptFormat;
 use repohop::llm::{CandleLlm, Engine, SharedLlm};
 use repohop::retrieve::dyretriever::ExpandMode;
@@ -63,6 +64,11 @@ pub struct EvalArgs {
     /// default, the run is named `<method>-samples<N>`.
     #[arg(long, default_value_t = repohop::generate::pipeline::SAMPLES)]
     samples: usize,
+    /// Which checked answer is kept: the greedy one unless another has fewer problems, or
+    /// (`central`: samples and the infilled answer drawn for every task) the one closest to
+    /// all the others; other than the default, the run is named `<method>-<select>`.
+    #[arg(long, value_enum, default_value = "first")]
+    select: Select,
     /// The embedder of dense similarity (other than the default, the run is named
     /// `<method>-embed-<model>`), and its device. Vectors are kept in the run directory.
     #[command(flatten)]
@@ -590,6 +596,7 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
         paper_walk: args.paper_walk,
         grounding: !args.no_grounding,
         samples: args.samples,
+        select: args.select,
         prefix_reuse: !args.no_prefix_reuse,
         kv_budget_bytes: args.kv_budget_mb.map(|m| m << 20),
         format: args.prompt_format,

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
+use repohop::generate::select::Select;
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use repohop::generate::{GenerateOptions, PromptFormat, Target};
 use repohop::llm::{Engine, FinishReason, LlmOptions};
@@ -96,6 +97,11 @@ pub struct GenerateArgs {
     /// fewer problems replaces it (0: none).
     #[arg(long, default_value_t = pipeline::SAMPLES)]
     pub samples: usize,
+    /// Which checked answer is kept: the greedy one unless another has fewer problems, or
+    /// (`central`: the samples and the infilled answer drawn every time) the one closest to
+    /// all the others.
+    #[arg(long, value_enum, default_value = "first")]
+    pub select: Select,
     /// Most tokens of the target's own file in the prompt.
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
@@ -284,6 +290,17 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 format!(", unresolved: {}", problems.join(", "))
             }
         );
+        if let Some(kept) = &g.kept_central {
+            let pool: Vec<String> = g
+                .candidates
+                .iter()
+                .map(|c| format!("{} {:.2}/{}", c.label, c.centrality, c.problems))
+                .collect();
+            eprintln!(
+                "  central: {kept} kept (centrality/problems: {})",
+                pool.join(", ")
+            );
+        }
     }
     eprintln!(
         "retrieval: similarity {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of \
@@ -347,6 +364,7 @@ pub(super) fn session_options(args: &GenerateArgs, engine: Option<Engine>) -> Se
         local: !args.no_local,
         grounding: !args.no_grounding,
         samples: args.samples,
+        select: args.select,
         generation: GenerateOptions {
             prompt_budget: args.prompt_budget,
             local_budget: args.local_budget,

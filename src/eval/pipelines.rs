@@ -15,6 +15,7 @@ use super::method::{
 use super::tasks::Requirement;
 use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
+use crate::generate::select::Select;
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{GenerateOptions, LocalContext, PromptFormat, Target};
 use crate::llm::{Engine, Llm, LlmOptions};
@@ -52,6 +53,8 @@ pub struct Settings {
     pub grounding: bool,
     /// Sampled candidates when the repaired answer still has problems.
     pub samples: usize,
+    /// Which checked answer is kept.
+    pub select: Select,
     /// The embedder (for methods with dense similarity) and its device.
     pub embed_model: String,
     pub embed_device: String,
@@ -77,6 +80,7 @@ impl Settings {
             paper_walk: false,
             grounding: true,
             samples: pipeline::SAMPLES,
+            select: Select::First,
             embed_model: embed::DEFAULT_MODEL.to_string(),
             embed_device: "cpu".to_string(),
             vectors_dir: vectors_dir.to_path_buf(),
@@ -109,6 +113,9 @@ impl Settings {
             out.push_str("-nogrounding");
         } else if self.samples != pipeline::SAMPLES {
             out.push_str(&format!("-samples{}", self.samples));
+        }
+        if self.grounding && self.select != Select::First {
+            out.push_str(&format!("-{}", self.select.name()));
         }
         if self.paper_walk {
             out.push_str("-paperwalk");
@@ -199,6 +206,7 @@ impl Pipeline {
                 local: settings.local,
                 grounding: settings.grounding,
                 samples: settings.samples,
+                select: settings.select,
                 generation: GenerateOptions {
                     format: settings.format,
                     ..GenerateOptions::default()

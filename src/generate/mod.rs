@@ -9,6 +9,7 @@ pub mod local;
 pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
+pub mod select;
 pub mod session;
 pub mod usages;
 pub mod vectors;

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::grounding::{self, Grounding};
 use super::postprocess::dedent;
+use super::select::{self, Select};
 use super::{
     generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView,
     PromptFormat, Retry, Target,
@@ -121,6 +122,9 @@ pub struct PipelineOptions {
     /// Answers drawn at temperature when the checked answer (after the repair round) still has
     /// problems; the first with fewer problems replaces it.
     pub samples: usize,
+    /// Which checked answer is kept; `central` draws the samples and the infilled answer for
+    /// every task.
+    pub select: Select,
     pub generation: GenerateOptions,
 }
 
@@ -140,6 +144,7 @@ impl PipelineOptions {
             local: true,
             grounding: true,
             samples: SAMPLES,
+            select: Select::First,
             generation: GenerateOptions::default(),
         }
     }
@@ -189,6 +194,21 @@ pub struct GroundingTrace {
     /// problems).
     pub infill: Option<SampleTrace>,
     pub kept_infill: bool,
+    /// With `--select central`: every answer checked, its problems and centrality, in the
+    /// order first, repair, samples, infill; and which one was kept.
+    pub candidates: Vec<CandidateTrace>,
+    pub kept_central: Option<String>,
+}
+
+/// One answer of the pool `--select central` chooses from.
+#[derive(Debug, Serialize)]
+pub struct CandidateTrace {
+    /// `first`, `repair`, `sample<seed>` or `infill`.
+    pub label: String,
+    pub problems: usize,
+    pub centrality: f64,
+    /// The body as it would go under the target's header.
+    pub body: String,
 }
 
 /// One sampled candidate and what the names check found in it.
@@ -325,16 +345,20 @@ pub fn run(
     );
     let mut extra_tokens = (0, 0);
     if opts.grounding {
+        let central = opts.select == Select::Central;
         let first = grounding::check(view, target, &generation.completion.function);
         let original = generation.clone();
         let mut problems = first.problems.len();
-        if let Some(request) = grounding::repair_request(&first) {
+        // The answers `--select central` chooses from, with their problems.
+        let mut pool = vec![("first".to_string(), original.clone(), problems)];
+        let request = grounding::repair_request(&first);
+        if request.is_some() || central {
             // The repair round and the samples decode together; a sample counts only while the
             // answer kept so far (the repair's, when it has fewer problems) still has some.
             // An infilled body has no conversation to repair: only samples are drawn.
-            let repair = generation.format == PromptFormat::Chat;
             let mut retries = Vec::new();
-            if repair {
+            let repair = generation.format == PromptFormat::Chat && request.is_some();
+            if let Some(request) = request.filter(|_| repair) {
                 retries.push(Retry::Repair(request));
             }
             retries.extend((1..=opts.samples as u64).map(|seed| {
@@ -353,6 +377,7 @@ pub fn run(
                     extra_tokens = checked.repair_tokens;
                     checked.repaired_answer = Some(second.raw_answer.clone());
                     let again = grounding::check(view, target, &second.completion.function);
+                    pool.push(("repair".to_string(), second.clone(), again.problems.len()));
                     if again.problems.len() < problems {
                         problems = again.problems.len();
                         checked.kept_repair = true;
@@ -367,6 +392,7 @@ pub fn run(
             for (seed, answer) in (1..).zip(answers) {
                 let (trace, candidate) = candidate(answer, seed, view, target, &mut extra_tokens)?;
                 if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
+                    pool.push((format!("sample{seed}"), candidate.clone(), found));
                     if found < problems {
                         problems = found;
                         checked.kept_sample = Some(seed);
@@ -379,7 +405,7 @@ pub fn run(
         // Still flagged: the same context in the model's fill-in-the-middle layout, which
         // writes the body in place, inside its file, and passes tasks the chat layout fails
         // (9 of its 39 on the development set). Kept only when its answer has no problems.
-        if problems > 0
+        if (problems > 0 || central)
             && generation.format == PromptFormat::Chat
             && target.lang == crate::repo::model::Lang::Python
         {
@@ -389,13 +415,46 @@ pub fn run(
             };
             let answer = generate(llm, target, local.as_ref(), &snippets, &infill_options);
             let (trace, candidate) = candidate(answer, 0, view, target, &mut extra_tokens)?;
-            if let (Some(candidate), Some(0)) = (candidate, trace.problems()) {
-                checked.kept_infill = true;
-                generation = candidate;
+            if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
+                pool.push(("infill".to_string(), candidate.clone(), found));
+                if problems > 0 && found == 0 {
+                    checked.kept_infill = true;
+                    generation = candidate;
+                }
             }
             checked.infill = Some(trace);
         }
-        if checked.kept_repair || checked.kept_sample.is_some() || checked.kept_infill {
+        if central {
+            let bodies: Vec<&str> = pool
+                .iter()
+                .map(|(_, g, _)| g.completion.body.as_str())
+                .collect();
+            let scores = select::centrality(&bodies, target.lang);
+            let fewest = pool.iter().map(|(_, _, p)| *p).min().unwrap_or(0);
+            let eligible: Vec<bool> = pool.iter().map(|(_, _, p)| *p == fewest).collect();
+            if let Some(best) = select::most_central(&scores, &eligible) {
+                checked.kept_central = Some(pool[best].0.clone());
+                generation = pool[best].1.clone();
+            }
+            checked.candidates = pool
+                .into_iter()
+                .zip(scores)
+                .map(|((label, g, problems), centrality)| CandidateTrace {
+                    label,
+                    problems,
+                    centrality,
+                    body: g.completion.body,
+                })
+                .collect();
+        }
+        let replaced = checked.kept_repair
+            || checked.kept_sample.is_some()
+            || checked.kept_infill
+            || checked
+                .kept_central
+                .as_deref()
+                .is_some_and(|l| l != "first");
+        if replaced {
             checked.first_answer = Some(original.raw_answer.clone());
         }
         checked.first = Some(first);
@@ -553,6 +612,8 @@ mod tests {
     /// sampled one with seed `good_seed`, and fill-in-the-middle ones when `infill_clean`.
     struct Scripted {
         greedy_clean: bool,
+        /// The clean greedy answer's body, other than `return a + b`.
+        greedy_body: Option<&'static str>,
         good_seed: u64,
         infill_clean: bool,
         calls: Vec<Sampling>,
@@ -568,7 +629,10 @@ mod tests {
                 Sampling::Sample { seed, .. } => seed == self.good_seed,
             };
             let body = if clean {
-                "return a + b"
+                match request.sampling {
+                    Sampling::Greedy if !infill => self.greedy_body.unwrap_or("return a + b"),
+                    _ => "return a + b",
+                }
             } else {
                 "return add_numbers(a, b)"
             };
@@ -597,7 +661,15 @@ mod tests {
         }
     }
 
-    fn run_with(mut llm: Scripted, samples: usize) -> (PipelineRun, Vec<Sampling>) {
+    fn run_with(llm: Scripted, samples: usize) -> (PipelineRun, Vec<Sampling>) {
+        run_selecting(llm, samples, Select::First)
+    }
+
+    fn run_selecting(
+        mut llm: Scripted,
+        samples: usize,
+        select: Select,
+    ) -> (PipelineRun, Vec<Sampling>) {
         let (_dir, repo) = temp_repository(&[(
             "calc.py",
             "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n    return a + b\n",
@@ -607,6 +679,7 @@ mod tests {
         let target = Target::of(&repo, id).expect("target");
         let opts = PipelineOptions {
             samples,
+            select,
             ..PipelineOptions::new(Method::Direct)
         };
         let run = run(&mut llm, &view, &target, None, &opts).expect("run");
@@ -616,6 +689,7 @@ mod tests {
     fn flagged(good_seed: u64) -> Scripted {
         Scripted {
             greedy_clean: false,
+            greedy_body: None,
             good_seed,
             infill_clean: false,
             calls: Vec::new(),
@@ -685,6 +759,7 @@ mod tests {
     fn a_clean_answer_is_neither_repaired_nor_sampled() {
         let clean = Scripted {
             greedy_clean: true,
+            greedy_body: None,
             good_seed: 1,
             infill_clean: true,
             calls: Vec::new(),
@@ -692,5 +767,57 @@ mod tests {
         let (run, calls) = run_with(clean, 3);
         assert_eq!(calls, vec![Sampling::Greedy]);
         assert!(run.grounding.repaired.is_none() && run.grounding.samples.is_empty());
+    }
+
+    #[test]
+    fn central_selection_draws_every_candidate_and_keeps_the_one_the_others_agree_with() {
+        // A clean greedy answer unlike the rest: the samples and the infilled answer are drawn
+        // anyway, and of the three clean answers the two that agree outvote it.
+        let outlier = Scripted {
+            greedy_clean: true,
+            greedy_body: Some("total = a\n    total += b\n    return total"),
+            good_seed: 1,
+            infill_clean: true,
+            calls: Vec::new(),
+        };
+        let (run, calls) = run_selecting(outlier, 3, Select::Central);
+        assert_eq!(calls.len(), 5, "greedy, three samples, the infilled answer");
+        let g = &run.grounding;
+        assert!(g.repaired.is_none() && !g.kept_infill && g.kept_sample.is_none());
+        let labels: Vec<(&str, usize)> = g
+            .candidates
+            .iter()
+            .map(|c| (c.label.as_str(), c.problems))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("first", 0),
+                ("sample1", 0),
+                ("sample2", 1),
+                ("sample3", 1),
+                ("infill", 0)
+            ]
+        );
+        assert_eq!(g.kept_central.as_deref(), Some("sample1"));
+        assert!(run.generation.completion.body.contains("return a + b"));
+        assert!(g.first_answer.as_deref().unwrap().contains("total += b"));
+
+        // A flagged greedy answer: the pool adds the repair; only clean answers are eligible,
+        // and the first of equals in drawing order is kept.
+        let (run, calls) = run_selecting(flagged(2), 3, Select::Central);
+        assert_eq!(
+            calls.len(),
+            6,
+            "greedy, repair and samples, the infilled answer"
+        );
+        let g = &run.grounding;
+        assert_eq!(g.candidates.len(), 6);
+        assert_eq!(g.kept_central.as_deref(), Some("sample2"));
+        assert_eq!(
+            g.kept_sample,
+            Some(2),
+            "what the default would keep is traced too"
+        );
     }
 }
