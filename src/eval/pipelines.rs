@@ -400,6 +400,11 @@ mod tests {
         let dir = Path::new("vectors");
         let default = Settings::new(crate::models::DEFAULT_GENERATOR, dir);
         assert_eq!(default.variant_name("dense"), "dense");
+        let central = Settings {
+            select: Select::Central,
+            ..Settings::new(crate::models::DEFAULT_GENERATOR, dir)
+        };
+        assert_eq!(central.variant_name("dense"), "dense-central");
         let other = Settings {
             local: false,
             ..Settings::new("/models/qwen3-coder-30b.gguf", dir)

@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use tree_sitter::{Node, Tree};
 
 mod calls;
+mod slots;
 mod typed;
 
 /// The result of checking one generated function.
@@ -69,6 +70,8 @@ pub enum ProblemKind {
     BadCall,
     /// `v.y` where `v`'s repository type is known and has no `y`.
     TypedAttribute,
+    /// `self.x = …` where the class's `__slots__` (and its family's) leave no room for `x`.
+    SlotStore,
 }
 
 impl Grounding {
@@ -283,6 +286,26 @@ pub fn repair_request(g: &Grounding) -> Option<String> {
         for p in typed {
             out.push_str(&format!("- {}{}\n", p.name, did_you_mean(&p.suggestions)));
         }
+    }
+    let stores: Vec<&Problem> = g
+        .problems
+        .iter()
+        .filter(|p| p.kind == ProblemKind::SlotStore)
+        .collect();
+    if !stores.is_empty() {
+        let class = g.class_name.as_deref().unwrap_or("the class");
+        out.push_str(&format!(
+            "Instances of `{class}` have `__slots__` and no `__dict__`: they can only hold \
+             the attributes the slots name, so these stores would raise an AttributeError:\n"
+        ));
+        for p in stores {
+            out.push_str(&format!(
+                "- `self.{}`{}\n",
+                p.name,
+                did_you_mean(&p.suggestions)
+            ));
+        }
+        out.push_str("Keep the state in the slots the class has, or leave it out.\n");
     }
     if java {
         out.push_str(
@@ -1634,6 +1657,12 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         class_id,
         &scopes,
     ));
+    g.problems.extend(slots::slot_stores(
+        view,
+        class_id,
+        self_name.as_deref(),
+        &scopes,
+    ));
     g.problems.extend(typed::typed_attribute_reads(
         view,
         &target.path,
@@ -2776,6 +2805,48 @@ mod tests {
              return node.entries[: self.conf.order]\n",
         );
         assert!(g.is_ok(), "{g:#?}");
+    }
+
+    #[test]
+    fn stores_outside_the_slots_of_a_slotted_family_are_reported() {
+        const MEM_PY: &str = "class Base(object):\n    __slots__ = ('_fd',)\n\n\
+            class Memory(Base):\n    __slots__ = ['_cache', '_wal', 'last_page']\n    \
+            limit = 3\n\n    @property\n    def size(self):\n        return 0\n\n    \
+            @size.setter\n    def size(self, v):\n        self._cache = v\n\n    \
+            def set_meta(self, page):\n        pass\n\n\
+            class Fast(Memory):\n    __slots__ = 'spare'\n\n\
+            class Open:\n    def set_meta(self, page):\n        pass\n\n\
+            class Loose(Base):\n    __slots__ = ['__dict__']\n    def set_meta(self, page):\n        pass\n";
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/mem.py", MEM_PY)]);
+        let generated = "    def set_meta(self, page):
+        self._root_page = page
+        self._fd, self.last_pag = 1, 2
+        self._cache = self._wal = None
+        self.size = 4
+        self.spare = self.__class__
+        for self.last_page in range(page):
+            pass
+";
+        let g = check_in(&repo, "pkg.mem.Memory.set_meta", generated);
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::SlotStore, "_root_page"),
+                (ProblemKind::SlotStore, "last_pag")
+            ],
+            "{g:?}"
+        );
+        assert_eq!(g.problems[1].suggestions, ["last_page"]);
+        let request = repair_request(&g).unwrap();
+        assert!(
+            request.contains("Instances of `Memory` have `__slots__`")
+                && request.contains("- `self.last_pag` (did you mean"),
+            "{request}"
+        );
+        // A class without slots, or one whose slots hold `__dict__`, takes any attribute.
+        let open = "    def set_meta(self, page):\n        self._root_page = page\n";
+        assert!(check_in(&repo, "pkg.mem.Open.set_meta", open).is_ok());
+        assert!(check_in(&repo, "pkg.mem.Loose.set_meta", open).is_ok());
     }
 
     #[test]

@@ -472,7 +472,8 @@ fn class_shape(view: &MaskedView, class: ClassId) -> Option<Shape> {
     })
 }
 
-fn derives_from(view: &MaskedView, class: ClassId, base: ClassId, depth: usize) -> bool {
+/// Whether `class` derives from `base` through in-repo bases.
+pub(super) fn derives_from(view: &MaskedView, class: ClassId, base: ClassId, depth: usize) -> bool {
     depth <= MAX_DEPTH
         && in_repo_bases(view, class)
             .into_iter()
