@@ -543,6 +543,27 @@ fn is_identifier(s: &str) -> bool {
         && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
+/// The unquoted texts of the plain string literals `value` is or holds (a list, tuple or
+/// parenthesised string); `None` for anything else, a prefixed literal (`b''`, `f''`) included.
+fn literal_strings<'s>(src: &'s str, value: Node) -> Option<Vec<&'s str>> {
+    let strings = match value.kind() {
+        "string" => vec![value],
+        "list" | "tuple" | "parenthesized_expression" => named_children(value)
+            .into_iter()
+            .filter(|n| n.kind() != "comment")
+            .collect(),
+        _ => return None,
+    };
+    strings
+        .into_iter()
+        .map(|s| {
+            let literal = text(src, s);
+            (s.kind() == "string" && literal.starts_with(['\'', '"']))
+                .then(|| literal.trim_matches(['\'', '"']))
+        })
+        .collect()
+}
+
 /// Collects the names a piece of code binds.
 #[derive(Default)]
 struct Binder<'s> {

@@ -6,8 +6,8 @@
 
 use super::typed::derives_from;
 use super::{
-    class_bases, close_names, named_children, text, with_class_def, Binder, Problem, ProblemKind,
-    ScopeUses,
+    class_bases, close_names, is_identifier, literal_strings, named_children, text, with_class_def,
+    Binder, Problem, ProblemKind, ScopeUses,
 };
 use crate::repo::{ClassId, MaskedView};
 use tree_sitter::Node;
@@ -132,26 +132,9 @@ fn declared_slots(src: &str, body: Node) -> Option<Vec<String>> {
 }
 
 fn slot_names(src: &str, value: Node) -> Option<Vec<String>> {
-    let strings = match value.kind() {
-        "string" => vec![value],
-        "list" | "tuple" | "parenthesized_expression" => named_children(value)
-            .into_iter()
-            .filter(|n| n.kind() != "comment")
-            .collect(),
-        _ => return None,
-    };
-    let mut out = Vec::new();
-    for s in strings {
-        let literal = text(src, s);
-        // A prefix (`b''`, `f''`) or an implicit concatenation is left alone.
-        if s.kind() != "string" || !literal.starts_with(['\'', '"']) {
-            return None;
-        }
-        let name = literal.trim_matches(['\'', '"']);
-        if !super::is_identifier(name) {
-            return None;
-        }
-        out.push(name.to_string());
-    }
-    Some(out)
+    let names = literal_strings(src, value)?;
+    names
+        .into_iter()
+        .map(|n| is_identifier(n).then(|| n.to_string()))
+        .collect()
 }

@@ -13,8 +13,9 @@
 //! leaves the read unchecked.
 
 use super::{
-    class_bases, class_info, close_names, function_of, named_children, param_names, parse_python,
-    text, with_class_def, Binder, Problem, ProblemKind, ScopeUses, MAX_DEPTH,
+    class_bases, class_info, close_names, function_of, literal_strings, named_children,
+    param_names, parse_python, text, with_class_def, Binder, Problem, ProblemKind, ScopeUses,
+    MAX_DEPTH,
 };
 use crate::repo::{ClassId, Def, FileId, MaskedView};
 use std::cell::RefCell;
@@ -558,21 +559,8 @@ fn namedtuple_fields(src: &str, call: Node) -> Option<Vec<String>> {
     if positional.len() != 2 || keywords.iter().any(|k| text(src, *k).starts_with("rename")) {
         return None;
     }
-    let fields = positional[1];
-    let strings: Vec<Node> = match fields.kind() {
-        "string" => vec![fields],
-        "list" | "tuple" => named_children(fields)
-            .into_iter()
-            .filter(|n| n.kind() != "comment")
-            .collect(),
-        _ => return None,
-    };
     let mut out = Vec::new();
-    for s in strings {
-        if s.kind() != "string" {
-            return None;
-        }
-        let lit = text(src, s).trim_matches(|c| c == '\'' || c == '"');
+    for lit in literal_strings(src, positional[1])? {
         out.extend(
             lit.split([',', ' ', '\t', '\n'])
                 .filter(|p| !p.is_empty())
