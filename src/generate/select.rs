@@ -100,13 +100,13 @@ fn code_tokens(code: &str, lang: Lang) -> Vec<&str> {
         }
         let line_comment = match lang {
             Lang::Python => c == b'#',
-            Lang::Java => code[i..].starts_with("//"),
+            Lang::Java => bytes[i..].starts_with(b"//"),
         };
         if line_comment {
             i = code[i..].find('\n').map_or(bytes.len(), |n| i + n);
             continue;
         }
-        if lang == Lang::Java && code[i..].starts_with("/*") {
+        if lang == Lang::Java && bytes[i..].starts_with(b"/*") {
             i = code[i + 2..].find("*/").map_or(bytes.len(), |n| i + n + 4);
             continue;
         }
@@ -133,20 +133,21 @@ fn code_tokens(code: &str, lang: Lang) -> Vec<&str> {
 }
 
 /// The byte after the string literal starting at `start` (triple quotes included; an
-/// unterminated one runs to the end).
+/// unterminated one runs to the end). Compares bytes: inside a literal, `i` may stop within a
+/// multi-byte character.
 fn string_end(code: &str, start: usize) -> usize {
-    let quote = &code[start..start + 1];
-    let triple = quote.repeat(3);
-    let (closing, mut i) = if code[start..].starts_with(&triple) {
-        (triple.as_str(), start + 3)
-    } else {
-        (quote, start + 1)
-    };
     let bytes = code.as_bytes();
+    let quote = bytes[start];
+    let triple = [quote; 3];
+    let (closing, mut i): (&[u8], usize) = if bytes[start..].starts_with(&triple) {
+        (&triple, start + 3)
+    } else {
+        (&triple[..1], start + 1)
+    };
     while i < bytes.len() {
         if bytes[i] == b'\\' {
             i += 2;
-        } else if code[i..].starts_with(closing) {
+        } else if bytes[i..].starts_with(closing) {
             return i + closing.len();
         } else if closing.len() == 1 && bytes[i] == b'\n' {
             return i;
@@ -167,6 +168,11 @@ mod tests {
         assert_eq!(
             code_tokens(body, Lang::Python),
             ["x", "=", "'a # b'", "+", "f", "(", "\"\\\"\"", ")", "return", "x", "/", "/", "2"]
+        );
+        // Characters of several bytes inside and after literals, an escape before one.
+        assert_eq!(
+            code_tokens("s = 'fö\\ö' + \"\"\"ü\"\"\" # é\nnäme = s", Lang::Python),
+            ["s", "=", "'fö\\ö'", "+", "\"\"\"ü\"\"\"", "näme", "=", "s"]
         );
         let java = "/* c */ int x = 1; // two\nreturn x;";
         assert_eq!(
