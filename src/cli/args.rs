@@ -1,9 +1,10 @@
 //! Arguments shared by several commands: which repository (and how to index it), which
 //! embedding model.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::embed;
+use repohop::generate::select::Select;
 use repohop::repo::{IndexOptions, Repository};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -177,4 +178,12 @@ impl RemoteArgs {
             ),
         })
     }
+}
+
+/// `--select central` chooses among checked answers: without the names check there are none.
+pub fn check_select(select: Select, no_grounding: bool) -> Result<()> {
+    if no_grounding && select == Select::Central {
+        bail!("--select central chooses among checked answers: it needs the names check (drop --no-grounding)");
+    }
+    Ok(())
 }

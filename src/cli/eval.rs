@@ -266,9 +266,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize)> {
 }
 
 pub fn run_eval(args: EvalArgs) -> Result<()> {
-    if args.no_grounding && args.select == Select::Central {
-        bail!("--select central chooses among checked answers: it needs the names check (drop --no-grounding)");
-    }
+    super::args::check_select(args.select, args.no_grounding)?;
     let lines: Vec<_> = tasks::load_tasks(&args.tasks)?
         .into_iter()
         .filter_map(|t| match t {

@@ -140,9 +140,7 @@ pub struct GenerateArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
-    if args.no_grounding && args.select == Select::Central {
-        bail!("--select central chooses among checked answers: it needs the names check (drop --no-grounding)");
-    }
+    super::args::check_select(args.select, args.no_grounding)?;
     let repo = args.repo.open()?;
     if let Some(file) = &args.targets {
         return super::generate_many::run(&args, &repo, file);
