@@ -349,8 +349,14 @@ pub fn run(
         let first = grounding::check(view, target, &generation.completion.function);
         let original = generation.clone();
         let mut problems = first.problems.len();
-        // The answers `--select central` chooses from, with their problems.
-        let mut pool = vec![("first".to_string(), original.clone(), problems)];
+        // The answers `--select central` chooses from, with their problems (kept only then).
+        let mut pool = Vec::new();
+        let mut offer = |label: String, answer: &Generation, problems: usize| {
+            if central {
+                pool.push((label, answer.clone(), problems));
+            }
+        };
+        offer("first".to_string(), &original, problems);
         let request = grounding::repair_request(&first);
         if request.is_some() || central {
             // The repair round and the samples decode together; a sample counts only while the
@@ -377,7 +383,7 @@ pub fn run(
                     extra_tokens = checked.repair_tokens;
                     checked.repaired_answer = Some(second.raw_answer.clone());
                     let again = grounding::check(view, target, &second.completion.function);
-                    pool.push(("repair".to_string(), second.clone(), again.problems.len()));
+                    offer("repair".to_string(), &second, again.problems.len());
                     if again.problems.len() < problems {
                         problems = again.problems.len();
                         checked.kept_repair = true;
@@ -392,7 +398,7 @@ pub fn run(
             for (seed, answer) in (1..).zip(answers) {
                 let (trace, candidate) = candidate(answer, seed, view, target, &mut extra_tokens)?;
                 if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
-                    pool.push((format!("sample{seed}"), candidate.clone(), found));
+                    offer(format!("sample{seed}"), &candidate, found);
                     if found < problems {
                         problems = found;
                         checked.kept_sample = Some(seed);
@@ -416,7 +422,7 @@ pub fn run(
             let answer = generate(llm, target, local.as_ref(), &snippets, &infill_options);
             let (trace, candidate) = candidate(answer, 0, view, target, &mut extra_tokens)?;
             if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
-                pool.push(("infill".to_string(), candidate.clone(), found));
+                offer("infill".to_string(), &candidate, found);
                 if problems > 0 && found == 0 {
                     checked.kept_infill = true;
                     generation = candidate;

@@ -4,7 +4,7 @@
 //! subclasses are all in the repository (or `object`), each declares `__slots__` as literal
 //! strings, and no class body binds `x` itself (a property with a setter may take the store).
 
-use super::typed::derives_from;
+use super::typed::subclasses;
 use super::{
     class_bases, close_names, is_identifier, literal_strings, named_children, text, with_class_def,
     Binder, Problem, ProblemKind, ScopeUses,
@@ -62,11 +62,7 @@ fn family_slots(view: &MaskedView, class: ClassId) -> Option<Allowed> {
         names: Vec::new(),
     };
     let mut family = vec![class];
-    family.extend(
-        view.classes()
-            .map(|(id, _)| id)
-            .filter(|&id| id != class && derives_from(view, id, class, 0)),
-    );
+    family.extend(subclasses(view, class));
     let mut seen = Vec::new();
     while let Some(c) = family.pop() {
         if seen.contains(&c) {

@@ -297,9 +297,9 @@ fn self_attr_types(view: &MaskedView, class: ClassId) -> HashMap<String, Option<
     let mut out: HashMap<String, Option<String>> = HashMap::new();
     let mut todo = vec![(class, 0)];
     todo.extend(
-        view.classes()
-            .filter(|(sub, _)| derives_from(view, *sub, class, 0))
-            .map(|(sub, _)| (sub, MAX_DEPTH)),
+        subclasses(view, class)
+            .into_iter()
+            .map(|sub| (sub, MAX_DEPTH)),
     );
     let mut seen = HashSet::new();
     while let Some((c, depth)) = todo.pop() {
@@ -458,12 +458,10 @@ impl Types<'_> {
 fn class_shape(view: &MaskedView, class: ClassId) -> Option<Shape> {
     let info = class_info(view, class);
     let mut attrs = info.attrs?;
-    for (sub, _) in view.classes() {
-        if sub != class && derives_from(view, sub, class, 0) {
-            for a in class_info(view, sub).attrs? {
-                if !attrs.contains(&a) {
-                    attrs.push(a);
-                }
+    for sub in subclasses(view, class) {
+        for a in class_info(view, sub).attrs? {
+            if !attrs.contains(&a) {
+                attrs.push(a);
             }
         }
     }
@@ -473,8 +471,15 @@ fn class_shape(view: &MaskedView, class: ClassId) -> Option<Shape> {
     })
 }
 
-/// Whether `class` derives from `base` through in-repo bases.
-pub(super) fn derives_from(view: &MaskedView, class: ClassId, base: ClassId, depth: usize) -> bool {
+/// The repository's classes that derive from `class` through in-repo bases.
+pub(super) fn subclasses(view: &MaskedView, class: ClassId) -> Vec<ClassId> {
+    view.classes()
+        .map(|(id, _)| id)
+        .filter(|&id| id != class && derives_from(view, id, class, 0))
+        .collect()
+}
+
+fn derives_from(view: &MaskedView, class: ClassId, base: ClassId, depth: usize) -> bool {
     depth <= MAX_DEPTH
         && in_repo_bases(view, class)
             .into_iter()
