@@ -180,10 +180,14 @@ impl RemoteArgs {
     }
 }
 
-/// `--select central` chooses among checked answers: without the names check there are none.
-pub fn check_select(select: Select, no_grounding: bool) -> Result<()> {
-    if no_grounding && select == Select::Central {
-        bail!("--select central chooses among checked answers: it needs the names check (drop --no-grounding)");
+/// `--select central|review` chooses among checked answers: without the names check there are
+/// none (without a choice, `first` is taken then: see [`Select::or_default`]).
+pub fn check_select(select: Option<Select>, no_grounding: bool) -> Result<()> {
+    match select {
+        Some(s) if no_grounding && s.pools() => bail!(
+            "--select {} chooses among checked answers: it needs the names check (drop --no-grounding)",
+            s.name()
+        ),
+        _ => Ok(()),
     }
-    Ok(())
 }

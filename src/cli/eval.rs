@@ -64,11 +64,14 @@ pub struct EvalArgs {
     /// default, the run is named `<method>-samples<N>`.
     #[arg(long, default_value_t = repohop::generate::pipeline::SAMPLES)]
     samples: usize,
-    /// Which checked answer is kept: the greedy one unless another has fewer problems, or
-    /// (`central`: samples and the infilled answer drawn for every task) the one closest to
-    /// all the others; other than the default, the run is named `<method>-<select>`.
-    #[arg(long, value_enum, default_value = "first")]
-    select: Select,
+    /// Which checked answer is kept. `review` (the default with the names check) and `central`
+    /// draw samples and the infilled answer for every task and keep, of those with the fewest
+    /// problems, the one closest to all the others (`central`) plus the one whose code best
+    /// explains the docstring (`review`); `first` (the default without it) keeps the greedy
+    /// answer unless another has fewer problems. Other than the default, the run is named
+    /// `<method>-<select>`.
+    #[arg(long, value_enum)]
+    select: Option<Select>,
     /// The embedder of dense similarity (other than the default, the run is named
     /// `<method>-embed-<model>`), and its device. Vectors are kept in the run directory.
     #[command(flatten)]
@@ -597,7 +600,7 @@ fn settings(args: &EvalArgs, vectors_dir: &Path) -> pipelines::Settings {
         paper_walk: args.paper_walk,
         grounding: !args.no_grounding,
         samples: args.samples,
-        select: args.select,
+        select: Select::or_default(args.select, !args.no_grounding),
         prefix_reuse: !args.no_prefix_reuse,
         kv_budget_bytes: args.kv_budget_mb.map(|m| m << 20),
         format: args.prompt_format,

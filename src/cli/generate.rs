@@ -97,11 +97,13 @@ pub struct GenerateArgs {
     /// fewer problems replaces it (0: none).
     #[arg(long, default_value_t = pipeline::SAMPLES)]
     pub samples: usize,
-    /// Which checked answer is kept: the greedy one unless another has fewer problems, or
-    /// (`central`: the samples and the infilled answer drawn every time) the one closest to
-    /// all the others.
-    #[arg(long, value_enum, default_value = "first")]
-    pub select: Select,
+    /// Which checked answer is kept. `review` (the default with the names check) and `central`
+    /// draw samples and the infilled answer every time and keep, of those with the fewest
+    /// problems, the one closest to all the others (`central`) plus the one whose code best
+    /// explains the docstring (`review`); `first` (the default without it) keeps the greedy
+    /// answer unless another has fewer problems.
+    #[arg(long, value_enum)]
+    pub select: Option<Select>,
     /// Most tokens of the target's own file in the prompt.
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
@@ -291,16 +293,22 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 format!(", unresolved: {}", problems.join(", "))
             }
         );
-        if let Some(kept) = &g.kept_central {
+        if let Some(kept) = &g.kept_selected {
             let pool: Vec<String> = g
                 .candidates
                 .iter()
-                .map(|c| format!("{} {:.2}/{}", c.label, c.centrality, c.problems))
+                .map(|c| {
+                    let review = c.review.map_or(String::new(), |r| format!("/{r:.1}"));
+                    format!("{} {:.2}/{}{review}", c.label, c.centrality, c.problems)
+                })
                 .collect();
             eprintln!(
-                "  central: {kept} kept (centrality/problems: {})",
+                "  selection: {kept} kept (centrality/problems/review: {})",
                 pool.join(", ")
             );
+            if let Some(e) = &g.review_error {
+                eprintln!("  no reviews ({e}): centrality alone chose");
+            }
         }
     }
     eprintln!(
@@ -365,7 +373,7 @@ pub(super) fn session_options(args: &GenerateArgs, engine: Option<Engine>) -> Se
         local: !args.no_local,
         grounding: !args.no_grounding,
         samples: args.samples,
-        select: args.select,
+        select: Select::or_default(args.select, !args.no_grounding),
         generation: GenerateOptions {
             prompt_budget: args.prompt_budget,
             local_budget: args.local_budget,

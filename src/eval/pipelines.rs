@@ -80,7 +80,7 @@ impl Settings {
             paper_walk: false,
             grounding: true,
             samples: pipeline::SAMPLES,
-            select: Select::First,
+            select: Select::default(),
             embed_model: embed::DEFAULT_MODEL.to_string(),
             embed_device: "cpu".to_string(),
             vectors_dir: vectors_dir.to_path_buf(),
@@ -114,7 +114,7 @@ impl Settings {
         } else if self.samples != pipeline::SAMPLES {
             out.push_str(&format!("-samples{}", self.samples));
         }
-        if self.grounding && self.select != Select::First {
+        if self.grounding && self.select != Select::default() {
             out.push_str(&format!("-{}", self.select.name()));
         }
         if self.paper_walk {
@@ -405,6 +405,11 @@ mod tests {
             ..Settings::new(crate::models::DEFAULT_GENERATOR, dir)
         };
         assert_eq!(central.variant_name("dense"), "dense-central");
+        let first = Settings {
+            select: Select::First,
+            ..Settings::new(crate::models::DEFAULT_GENERATOR, dir)
+        };
+        assert_eq!(first.variant_name("dense"), "dense-first");
         let other = Settings {
             local: false,
             ..Settings::new("/models/qwen3-coder-30b.gguf", dir)

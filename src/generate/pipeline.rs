@@ -122,8 +122,8 @@ pub struct PipelineOptions {
     /// Answers drawn at temperature when the checked answer (after the repair round) still has
     /// problems; the first with fewer problems replaces it.
     pub samples: usize,
-    /// Which checked answer is kept; `central` draws the samples and the infilled answer for
-    /// every task.
+    /// Which checked answer is kept; `central` and `review` draw the samples and the infilled
+    /// answer for every task.
     pub select: Select,
     pub generation: GenerateOptions,
 }
@@ -144,7 +144,7 @@ impl PipelineOptions {
             local: true,
             grounding: true,
             samples: SAMPLES,
-            select: Select::First,
+            select: Select::default(),
             generation: GenerateOptions::default(),
         }
     }
@@ -194,19 +194,24 @@ pub struct GroundingTrace {
     /// problems).
     pub infill: Option<SampleTrace>,
     pub kept_infill: bool,
-    /// With `--select central`: every answer checked, its problems and centrality, in the
-    /// order first, repair, samples, infill; and which one was kept.
+    /// With `--select central|review`: every answer checked, its problems, centrality and
+    /// review, in the order first, repair, samples, infill; and which one was kept.
     pub candidates: Vec<CandidateTrace>,
-    pub kept_central: Option<String>,
+    pub kept_selected: Option<String>,
+    /// Why the answers have no review (the engine could not score; centrality alone chose).
+    pub review_error: Option<String>,
 }
 
-/// One answer of the pool `--select central` chooses from.
+/// One answer of the pool `--select central|review` chooses from.
 #[derive(Debug, Serialize)]
 pub struct CandidateTrace {
     /// `first`, `repair`, `sample<seed>` or `infill`.
     pub label: String,
     pub problems: usize,
     pub centrality: f64,
+    /// With `--select review`, for the answers with the fewest problems: the log-probability
+    /// of the target's docstring given the answer's code.
+    pub review: Option<f64>,
     /// The body as it would go under the target's header.
     pub body: String,
 }
@@ -345,20 +350,21 @@ pub fn run(
     );
     let mut extra_tokens = (0, 0);
     if opts.grounding {
-        let central = opts.select == Select::Central;
+        let pooled = opts.select.pools();
         let first = grounding::check(view, target, &generation.completion.function);
         let original = generation.clone();
         let mut problems = first.problems.len();
-        // The answers `--select central` chooses from, with their problems (kept only then).
+        // The answers `--select central|review` chooses from, with their problems (kept only
+        // then).
         let mut pool = Vec::new();
         let mut offer = |label: String, answer: &Generation, problems: usize| {
-            if central {
+            if pooled {
                 pool.push((label, answer.clone(), problems));
             }
         };
         offer("first".to_string(), &original, problems);
         let request = grounding::repair_request(&first);
-        if request.is_some() || central {
+        if request.is_some() || pooled {
             // The repair round and the samples decode together; a sample counts only while the
             // answer kept so far (the repair's, when it has fewer problems) still has some.
             // An infilled body has no conversation to repair: only samples are drawn.
@@ -411,7 +417,7 @@ pub fn run(
         // Still flagged: the same context in the model's fill-in-the-middle layout, which
         // writes the body in place, inside its file, and passes tasks the chat layout fails
         // (9 of its 39 on the development set). Kept only when its answer has no problems.
-        if (problems > 0 || central)
+        if (problems > 0 || pooled)
             && generation.format == PromptFormat::Chat
             && target.lang == crate::repo::model::Lang::Python
         {
@@ -430,34 +436,47 @@ pub fn run(
             }
             checked.infill = Some(trace);
         }
-        if central {
-            let bodies: Vec<&str> = pool
+        if pooled {
+            let answers: Vec<(&str, &str)> = pool
                 .iter()
-                .map(|(_, g, _)| g.completion.body.as_str())
+                .map(|(_, g, _)| (g.completion.function.as_str(), g.completion.body.as_str()))
                 .collect();
+            let bodies: Vec<&str> = answers.iter().map(|(_, body)| *body).collect();
             let scores = select::centrality(&bodies, target.lang);
             let fewest = pool.iter().map(|(_, _, p)| *p).min().unwrap_or(0);
             let eligible: Vec<bool> = pool.iter().map(|(_, _, p)| *p == fewest).collect();
-            if let Some(best) = select::most_central(&scores, &eligible) {
-                checked.kept_central = Some(pool[best].0.clone());
+            let mut reviews = vec![None; pool.len()];
+            if opts.select == Select::Review {
+                let found = select::reviews(llm, target, &answers, &eligible)
+                    .map_err(GenerateError::Llm)?;
+                reviews = found.scores;
+                extra_tokens.0 += found.tokens;
+                checked.review_error = found.error;
+            }
+            let ranks = select::ranks(&scores, &reviews, &eligible);
+            if let Some(best) = select::best(&ranks, &eligible) {
+                checked.kept_selected = Some(pool[best].0.clone());
                 generation = pool[best].1.clone();
             }
             checked.candidates = pool
                 .into_iter()
-                .zip(scores)
-                .map(|((label, g, problems), centrality)| CandidateTrace {
-                    label,
-                    problems,
-                    centrality,
-                    body: g.completion.body,
-                })
+                .zip(scores.into_iter().zip(reviews))
+                .map(
+                    |((label, g, problems), (centrality, review))| CandidateTrace {
+                        label,
+                        problems,
+                        centrality,
+                        review,
+                        body: g.completion.body,
+                    },
+                )
                 .collect();
         }
         let replaced = checked.kept_repair
             || checked.kept_sample.is_some()
             || checked.kept_infill
             || checked
-                .kept_central
+                .kept_selected
                 .as_deref()
                 .is_some_and(|l| l != "first");
         if replaced {
@@ -611,7 +630,7 @@ fn snippet_code(view: &MaskedView, id: FnId) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{FinishReason, GenerateRequest, GenerateResponse, LlmError, Prompt};
+    use crate::llm::{FinishReason, GenerateRequest, GenerateResponse, LlmError, Prompt, Scored};
     use crate::repo::{resolve_target, temp_repository};
 
     /// Answers name a helper that doesn't exist, except greedy ones when `greedy_clean`, the
@@ -622,6 +641,9 @@ mod tests {
         greedy_body: Option<&'static str>,
         good_seed: u64,
         infill_clean: bool,
+        /// Scores reviews (an answer returning `a + b` fits the docstring best); otherwise
+        /// scoring is refused, as by a server.
+        scores: bool,
         calls: Vec<Sampling>,
     }
 
@@ -657,6 +679,20 @@ mod tests {
             Ok(match prompt {
                 Prompt::Chat(m) => m.iter().map(|m| m.content.len() / 4).sum(),
                 _ => 0,
+            })
+        }
+        fn score(&mut self, prompt: &Prompt, continuation: &str) -> Result<Scored, LlmError> {
+            if !self.scores {
+                return Err(LlmError::InvalidRequest("scripted does not score".into()));
+            }
+            let Prompt::Chat(m) = prompt else {
+                panic!("reviews are chat prompts");
+            };
+            assert_eq!(continuation, "Sum of two numbers.");
+            let fits = m[0].content.contains("return a + b");
+            Ok(Scored {
+                logprob: if fits { -1.0 } else { -20.0 },
+                tokens: 5,
             })
         }
         fn context_window(&self) -> usize {
@@ -698,6 +734,7 @@ mod tests {
             greedy_body: None,
             good_seed,
             infill_clean: false,
+            scores: true,
             calls: Vec::new(),
         }
     }
@@ -768,6 +805,7 @@ mod tests {
             greedy_body: None,
             good_seed: 1,
             infill_clean: true,
+            scores: true,
             calls: Vec::new(),
         };
         let (run, calls) = run_with(clean, 3);
@@ -784,6 +822,7 @@ mod tests {
             greedy_body: Some("total = a\n    total += b\n    return total"),
             good_seed: 1,
             infill_clean: true,
+            scores: true,
             calls: Vec::new(),
         };
         let (run, calls) = run_selecting(outlier, 3, Select::Central);
@@ -805,7 +844,7 @@ mod tests {
                 ("infill", 0)
             ]
         );
-        assert_eq!(g.kept_central.as_deref(), Some("sample1"));
+        assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
         assert!(run.generation.completion.body.contains("return a + b"));
         assert!(g.first_answer.as_deref().unwrap().contains("total += b"));
 
@@ -819,11 +858,66 @@ mod tests {
         );
         let g = &run.grounding;
         assert_eq!(g.candidates.len(), 6);
-        assert_eq!(g.kept_central.as_deref(), Some("sample2"));
+        assert_eq!(g.kept_selected.as_deref(), Some("sample2"));
         assert_eq!(
             g.kept_sample,
             Some(2),
             "what the default would keep is traced too"
         );
+    }
+
+    #[test]
+    fn review_selection_scores_the_eligible_answers_and_falls_back_to_centrality() {
+        let outlier = || Scripted {
+            greedy_clean: true,
+            greedy_body: Some("total = a\n    total += b\n    return total"),
+            good_seed: 1,
+            infill_clean: true,
+            scores: true,
+            calls: Vec::new(),
+        };
+        let (run, calls) = run_selecting(outlier(), 3, Select::Review);
+        assert_eq!(calls.len(), 5, "greedy, three samples, the infilled answer");
+        let g = &run.grounding;
+        let reviews: Vec<(&str, Option<f64>)> = g
+            .candidates
+            .iter()
+            .map(|c| (c.label.as_str(), c.review))
+            .collect();
+        // Only the answers with the fewest problems are reviewed.
+        assert_eq!(
+            reviews,
+            [
+                ("first", Some(-20.0)),
+                ("sample1", Some(-1.0)),
+                ("sample2", None),
+                ("sample3", None),
+                ("infill", Some(-1.0))
+            ]
+        );
+        assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
+        assert_eq!(g.review_error, None);
+        assert!(
+            run.generation_tokens.0 > 500,
+            "the reviews' tokens are counted"
+        );
+
+        // An engine that cannot score: the error is traced and centrality alone chooses.
+        let (run, _) = run_selecting(
+            Scripted {
+                scores: false,
+                ..outlier()
+            },
+            3,
+            Select::Review,
+        );
+        let g = &run.grounding;
+        assert!(g.candidates.iter().all(|c| c.review.is_none()));
+        assert!(g
+            .review_error
+            .as_deref()
+            .unwrap()
+            .contains("does not score"));
+        assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
     }
 }

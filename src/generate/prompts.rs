@@ -114,6 +114,19 @@ pub fn generation_request(
     out
 }
 
+/// The reviewer's turn: an answer's `code` (ending with a newline), and the request whose
+/// answer the target's documentation is scored as (see [`super::select::reviews`]).
+pub fn review_request(lang: Lang, code: &str) -> String {
+    let what = match lang {
+        Lang::Python => "the docstring of this function",
+        Lang::Java => "the Javadoc of this method",
+    };
+    format!(
+        "```{}\n{code}```\n\nWrite {what}: what it does, its parameters and what it returns.",
+        language_name(lang)
+    )
+}
+
 /// The fill-in-the-middle prompt in Qwen2.5-Coder's repository layout: the retrieved snippets
 /// as the files they come from (the most useful last, nearest the target), then the target's
 /// file cut at its place, the prefix ending with the target's header and docstring. Snippets of

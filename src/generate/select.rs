@@ -1,8 +1,12 @@
 //! Choosing among several answers to one target without running them: the answer closest to
-//! all the others (minimum Bayes risk with token edit distance as the loss). Answers that agree
-//! with the rest are more often right than an outlier, and a small model's greedy answer is
-//! sometimes the outlier.
+//! all the others (minimum Bayes risk with token edit distance as the loss), and how likely the
+//! model finds the target's docstring when shown the answer's code (a reviewer's view). Answers
+//! that agree with the rest are more often right than an outlier, and a small model's greedy
+//! answer is sometimes the outlier; code its docstring fits is more often right than code it
+//! does not.
 
+use super::{postprocess, prompts, Target};
+use crate::llm::{Llm, LlmError, Message, Prompt};
 use crate::repo::model::Lang;
 
 /// Which of the checked candidates is kept.
@@ -11,11 +15,15 @@ use crate::repo::model::Lang;
 pub enum Select {
     /// The greedy answer, replaced only by one with fewer problems (the repair round, a
     /// sample, the infilled answer).
-    #[default]
     First,
     /// Every task also gets the samples and (Python) the infilled answer; of the answers with
     /// the fewest problems, the one closest to all the others is kept.
     Central,
+    /// As `central`, ranking the answers with the fewest problems by their closeness to the
+    /// others plus the reviewer's log-probability of the target's docstring given their code,
+    /// each standardised over those answers.
+    #[default]
+    Review,
 }
 
 impl Select {
@@ -23,7 +31,23 @@ impl Select {
         match self {
             Select::First => "first",
             Select::Central => "central",
+            Select::Review => "review",
         }
+    }
+
+    /// The selection when none is asked for: the default with the names check, `first`
+    /// without it (the others choose among checked answers).
+    pub fn or_default(choice: Option<Select>, grounding: bool) -> Select {
+        choice.unwrap_or(if grounding {
+            Select::default()
+        } else {
+            Select::First
+        })
+    }
+
+    /// Whether every task draws the whole pool of answers to choose from.
+    pub fn pools(self) -> bool {
+        self != Select::First
     }
 }
 
@@ -46,9 +70,48 @@ pub fn centrality(bodies: &[&str], lang: Lang) -> Vec<f64> {
     sums.into_iter().map(|s| s / (n - 1) as f64).collect()
 }
 
-/// The index of the most central body among those `eligible`, the first on a tie (callers put
+/// Each answer's rank: its centrality and, where every eligible answer has one, its review
+/// log-probability, each standardised over the `eligible` answers (equal values: zero) and
+/// summed. Ineligible answers rank nowhere (`-inf`).
+pub fn ranks(centrality: &[f64], reviews: &[Option<f64>], eligible: &[bool]) -> Vec<f64> {
+    let mut out: Vec<f64> = eligible
+        .iter()
+        .map(|&e| if e { 0.0 } else { f64::NEG_INFINITY })
+        .collect();
+    let mut add = |values: &[f64]| {
+        let picked: Vec<f64> = (0..values.len())
+            .filter(|&i| eligible[i])
+            .map(|i| values[i])
+            .collect();
+        if picked.is_empty() {
+            return;
+        }
+        let n = picked.len() as f64;
+        let mean = picked.iter().sum::<f64>() / n;
+        let spread = (picked.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+        // Equal values leave rounding noise in the spread, not a ranking.
+        if spread <= 1e-9 * (1.0 + mean.abs()) {
+            return;
+        }
+        for (i, &v) in values.iter().enumerate() {
+            if eligible[i] {
+                out[i] += (v - mean) / spread;
+            }
+        }
+    };
+    add(centrality);
+    let reviewed: Option<Vec<f64>> = (0..reviews.len())
+        .map(|i| if eligible[i] { reviews[i] } else { Some(0.0) })
+        .collect();
+    if let Some(reviewed) = reviewed {
+        add(&reviewed);
+    }
+    out
+}
+
+/// The index of the best score among the `eligible` answers, the first on a tie (callers put
 /// the greedy answer first); `None` when nothing is eligible.
-pub fn most_central(scores: &[f64], eligible: &[bool]) -> Option<usize> {
+pub fn best(scores: &[f64], eligible: &[bool]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, &s) in scores.iter().enumerate() {
         if eligible[i] && best.is_none_or(|b| s > scores[b]) {
@@ -56,6 +119,104 @@ pub fn most_central(scores: &[f64], eligible: &[bool]) -> Option<usize> {
         }
     }
     best
+}
+
+/// The reviewer's request for an answer: its code, with a Python body's leading docstring left
+/// out (the docstring is what the reviewer is scored on writing).
+pub fn review_prompt(target: &Target, function: &str, body: &str) -> Prompt {
+    let code = match target.lang {
+        Lang::Python => {
+            let header = postprocess::dedent(&target.signature);
+            let body = without_docstring(body).trim_matches('\n');
+            format!(
+                "{}\n{}",
+                header.trim_end(),
+                postprocess::indent(body, "    ")
+            )
+        }
+        Lang::Java => postprocess::dedent(function),
+    };
+    let code = if code.ends_with('\n') {
+        code
+    } else {
+        code + "\n"
+    };
+    Prompt::Chat(vec![Message::user(prompts::review_request(
+        target.lang,
+        &code,
+    ))])
+}
+
+/// The reviews of a pool of answers.
+#[derive(Debug, Default)]
+pub struct Reviews {
+    /// Per answer, in pool order: the log-probability of the target's docstring given its
+    /// code (`None`: not reviewed).
+    pub scores: Vec<Option<f64>>,
+    /// Prompt and docstring tokens the reviews read.
+    pub tokens: usize,
+    /// Why there are no reviews: the engine could not score.
+    pub error: Option<String>,
+}
+
+/// Reviews the `eligible` answers (`(function, body)` in pool order): how likely the model finds
+/// the target's docstring after being shown each answer's code. None without a docstring, or
+/// when the engine cannot score (the error says why); an inference failure ends the run.
+pub fn reviews(
+    llm: &mut dyn Llm,
+    target: &Target,
+    answers: &[(&str, &str)],
+    eligible: &[bool],
+) -> Result<Reviews, LlmError> {
+    let mut out = Reviews {
+        scores: vec![None; answers.len()],
+        ..Reviews::default()
+    };
+    let doc = target.docstring.as_deref().map(str::trim);
+    let Some(doc) = doc.filter(|d| !d.is_empty()) else {
+        return Ok(out);
+    };
+    for (i, (function, body)) in answers.iter().enumerate() {
+        if !eligible[i] {
+            continue;
+        }
+        let prompt = review_prompt(target, function, body);
+        match llm.score(&prompt, doc) {
+            Ok(scored) => {
+                out.tokens += llm.count_tokens(&prompt).unwrap_or(0) + scored.tokens;
+                out.scores[i] = Some(scored.logprob);
+            }
+            Err(e @ (LlmError::InvalidRequest(_) | LlmError::PromptTooLong { .. })) => {
+                out.scores = vec![None; answers.len()];
+                out.error = Some(e.to_string());
+                return Ok(out);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// A Python body without its leading docstring (nor the rest of that docstring's last line).
+fn without_docstring(body: &str) -> &str {
+    let start = body.len() - body.trim_start().len();
+    let bytes = body.as_bytes();
+    let is_quote = |i: usize| matches!(bytes.get(i), Some(b'"' | b'\''));
+    let prefixed = bytes
+        .get(start)
+        .is_some_and(|c| matches!(c.to_ascii_lowercase(), b'r' | b'u'));
+    let open = if prefixed && is_quote(start + 1) {
+        start + 1
+    } else if is_quote(start) {
+        start
+    } else {
+        return body;
+    };
+    let end = string_end(body, open);
+    match body[end..].find('\n') {
+        Some(n) => &body[end + n + 1..],
+        None => "",
+    }
 }
 
 /// One minus the edit distance over the longer length.
@@ -182,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn the_answer_the_others_agree_with_is_the_most_central() {
+    fn the_answer_the_others_agree_with_is_the_best() {
         let a = "total = 0\nfor x in xs:\n    total += x\nreturn total\n";
         let b = "\"\"\"Sum.\"\"\"\n# loop\ntotal = 0\nfor x in xs:\n    total += x\nreturn total\n";
         let c = "return sum(xs)\n";
@@ -191,11 +352,58 @@ mod tests {
         // a and b are the same code once the docstring and comment go; d differs in one name.
         assert!((scores[1] - scores[2]).abs() < 1e-12);
         assert!(scores[1] > scores[3] && scores[3] > scores[0]);
-        assert_eq!(most_central(&scores, &[true; 4]), Some(1));
+        assert_eq!(best(&scores, &[true; 4]), Some(1));
         // Only the outlier is eligible: it is kept whatever the others say.
-        assert_eq!(most_central(&scores, &[true, false, false, false]), Some(0));
-        assert_eq!(most_central(&scores, &[false; 4]), None);
+        assert_eq!(best(&scores, &[true, false, false, false]), Some(0));
+        assert_eq!(best(&scores, &[false; 4]), None);
         assert_eq!(centrality(&[a], Lang::Python), [1.0]);
+    }
+
+    #[test]
+    fn ranks_add_standardised_centrality_and_review() {
+        let centrality = [0.5, 0.7, 0.6, 0.9];
+        let eligible = [true, true, true, false];
+        // Centrality alone: the ineligible answer ranks nowhere, the rest by z-score.
+        let alone = ranks(&centrality, &[None; 4], &eligible);
+        assert_eq!(alone[3], f64::NEG_INFINITY);
+        assert!((alone[1] - 1.224_744_871).abs() < 1e-6 && alone[2].abs() < 1e-9);
+        assert_eq!(best(&alone, &eligible), Some(1));
+        // Reviews that prefer answer 2 lift it over the most central one; the ineligible
+        // answer needs no review.
+        let reviews = [Some(-30.0), Some(-20.0), Some(-5.0), None];
+        let both = ranks(&centrality, &reviews, &eligible);
+        assert_eq!(best(&both, &eligible), Some(2));
+        // One eligible answer without a review: the reviews are left out altogether.
+        let partial = [Some(-10.0), None, Some(-29.0), None];
+        assert_eq!(ranks(&centrality, &partial, &eligible), alone);
+        // No spread: nothing added, the first answer kept.
+        let flat = ranks(&[0.4; 3], &[Some(-2.0); 3], &[true; 3]);
+        assert_eq!((best(&flat, &[true; 3]), flat), (Some(0), vec![0.0; 3]));
+    }
+
+    #[test]
+    fn the_reviewer_sees_the_code_without_the_docstring() {
+        let body = "\"\"\"Sum.\n\nMore.\"\"\"\n# keep\nreturn a + b\n";
+        assert_eq!(without_docstring(body), "# keep\nreturn a + b\n");
+        assert_eq!(without_docstring("  r'''Raw.''' \nreturn 1"), "return 1");
+        assert_eq!(without_docstring("return 'x'\n"), "return 'x'\n");
+        assert_eq!(without_docstring("\"\"\"Only a docstring.\"\"\""), "");
+        let target = Target::from_signature(
+            "calc.py",
+            "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n",
+        )
+        .expect("target");
+        let body = "\"\"\"Sum of two numbers.\"\"\"\n\nreturn a + b\n\n";
+        let Prompt::Chat(messages) = review_prompt(&target, "", body) else {
+            panic!("a chat prompt");
+        };
+        assert_eq!(messages.len(), 1);
+        let want = "```python\ndef total(a, b):\n    return a + b\n```\n\nWrite the docstring";
+        assert!(
+            messages[0].content.starts_with(want),
+            "{:?}",
+            messages[0].content
+        );
     }
 
     #[test]
