@@ -813,19 +813,23 @@ mod tests {
         assert!(run.grounding.repaired.is_none() && run.grounding.samples.is_empty());
     }
 
-    #[test]
-    fn central_selection_draws_every_candidate_and_keeps_the_one_the_others_agree_with() {
-        // A clean greedy answer unlike the rest: the samples and the infilled answer are drawn
-        // anyway, and of the three clean answers the two that agree outvote it.
-        let outlier = Scripted {
+    /// Clean answers, the greedy one unlike the others (which return `a + b`), sample 1 clean.
+    fn outlier() -> Scripted {
+        Scripted {
             greedy_clean: true,
             greedy_body: Some("total = a\n    total += b\n    return total"),
             good_seed: 1,
             infill_clean: true,
             scores: true,
             calls: Vec::new(),
-        };
-        let (run, calls) = run_selecting(outlier, 3, Select::Central);
+        }
+    }
+
+    #[test]
+    fn central_selection_draws_every_candidate_and_keeps_the_one_the_others_agree_with() {
+        // A clean greedy answer unlike the rest: the samples and the infilled answer are drawn
+        // anyway, and of the three clean answers the two that agree outvote it.
+        let (run, calls) = run_selecting(outlier(), 3, Select::Central);
         assert_eq!(calls.len(), 5, "greedy, three samples, the infilled answer");
         let g = &run.grounding;
         assert!(g.repaired.is_none() && !g.kept_infill && g.kept_sample.is_none());
@@ -868,14 +872,6 @@ mod tests {
 
     #[test]
     fn review_selection_scores_the_eligible_answers_and_falls_back_to_centrality() {
-        let outlier = || Scripted {
-            greedy_clean: true,
-            greedy_body: Some("total = a\n    total += b\n    return total"),
-            good_seed: 1,
-            infill_clean: true,
-            scores: true,
-            calls: Vec::new(),
-        };
         let (run, calls) = run_selecting(outlier(), 3, Select::Review);
         assert_eq!(calls.len(), 5, "greedy, three samples, the infilled answer");
         let g = &run.grounding;
