@@ -60,7 +60,8 @@ pub struct EvalArgs {
     /// named `<method>-nogrounding`.
     #[arg(long)]
     no_grounding: bool,
-    /// Answers sampled when the checked answer still names what doesn't exist; other than the
+    /// Answers sampled (for every task with `review`/`central`; with `first`, when the checked
+    /// answer still names what doesn't exist); other than the
     /// default, the run is named `<method>-samples<N>`.
     #[arg(long, default_value_t = repohop::generate::pipeline::SAMPLES)]
     samples: usize,

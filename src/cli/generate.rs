@@ -93,8 +93,9 @@ pub struct GenerateArgs {
     /// Don't check the answer's names against the repository (and don't repair).
     #[arg(long)]
     pub no_grounding: bool,
-    /// Answers sampled when the checked answer still names what doesn't exist; the first with
-    /// fewer problems replaces it (0: none).
+    /// Answers sampled: every time with `review`/`central`; with `first`, when the checked
+    /// answer still names what doesn't exist, and the first with fewer problems replaces it
+    /// (0: none).
     #[arg(long, default_value_t = pipeline::SAMPLES)]
     pub samples: usize,
     /// Which checked answer is kept. `review` (the default with the names check) and `central`

@@ -51,7 +51,8 @@ pub struct Settings {
     pub paper_walk: bool,
     /// Check the answer's names and repair once.
     pub grounding: bool,
-    /// Sampled candidates when the repaired answer still has problems.
+    /// Sampled candidates (every task with `review`/`central`; with `first`, when the repaired
+    /// answer still has problems).
     pub samples: usize,
     /// Which checked answer is kept.
     pub select: Select,

@@ -119,8 +119,9 @@ pub struct PipelineOptions {
     /// Check the answer's names against the repository and, when some don't exist, ask once
     /// more with what is wrong and what exists.
     pub grounding: bool,
-    /// Answers drawn at temperature when the checked answer (after the repair round) still has
-    /// problems; the first with fewer problems replaces it.
+    /// Answers drawn at temperature: every task with `central`/`review`; with `first`, when the
+    /// checked answer (after the repair round) still has problems, and the first with fewer
+    /// problems replaces it.
     pub samples: usize,
     /// Which checked answer is kept; `central` and `review` draw the samples and the infilled
     /// answer for every task.
