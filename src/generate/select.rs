@@ -343,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn the_answer_the_others_agree_with_is_the_best() {
+    fn the_answer_the_others_agree_with_is_the_most_central() {
         let a = "total = 0\nfor x in xs:\n    total += x\nreturn total\n";
         let b = "\"\"\"Sum.\"\"\"\n# loop\ntotal = 0\nfor x in xs:\n    total += x\nreturn total\n";
         let c = "return sum(xs)\n";
