@@ -218,7 +218,7 @@ fn a_continuations_score_is_its_log_probability_under_the_reference_logits() {
             let got = llm
                 .score(&Prompt::Text(prompt.into()), continuation)
                 .unwrap();
-            assert_eq!(got.tokens, tail.len());
+            assert_eq!((got.prompt_tokens, got.tokens), (head.len(), tail.len()));
             assert!(
                 (got.logprob - want).abs() < 1e-3,
                 "{arch} {continuation:?}: {} vs {want}",

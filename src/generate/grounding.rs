@@ -1691,6 +1691,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         def,
         self_name.as_deref(),
         class_id,
+        &target.name,
         &scopes,
     ));
 }
@@ -2778,7 +2779,7 @@ mod tests {
         self.root.children.append(node.entries)
         if self.root.depth or node.children:
             total += node.weight
-        self.other.anything + self.spare.extra + self.copy.branches
+        self.other.anything + self.spare.extra + self.copy.branches + self.copy.walk
         cur = self.root
         while isinstance(cur, Leaf):
             cur = cur.left
@@ -2796,8 +2797,8 @@ mod tests {
             .collect();
         // Not flagged: what a subclass has (`children` of `Root`, `depth` of `Branch`), an
         // attribute assigned two ways (`self.other`, and `self.spare` by a subclass), a name
-        // after it is rebound (`cur.right`),
-        // the namedtuple's fields and dunder names.
+        // after it is rebound (`cur.right`), the method being written (`self.copy.walk`: the
+        // masked view hides it), the namedtuple's fields and dunder names.
         assert_eq!(typed.len(), 5, "{g:#?}");
         assert!(
             typed[0].starts_with(

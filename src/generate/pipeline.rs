@@ -693,6 +693,7 @@ mod tests {
             let fits = m[0].content.contains("return a + b");
             Ok(Scored {
                 logprob: if fits { -1.0 } else { -20.0 },
+                prompt_tokens: 40,
                 tokens: 5,
             })
         }
@@ -894,8 +895,10 @@ mod tests {
         );
         assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
         assert_eq!(g.review_error, None);
-        assert!(
-            run.generation_tokens.0 > 500,
+        // Five answers of 100 prompt tokens, three reviews of 40 + 5.
+        assert_eq!(
+            run.generation_tokens.0,
+            5 * 100 + 3 * 45,
             "the reviews' tokens are counted"
         );
 

@@ -8,6 +8,7 @@
 use super::{postprocess, prompts, Target};
 use crate::llm::{Llm, LlmError, Message, Prompt};
 use crate::repo::model::Lang;
+use crate::repo::pystr::{string_end, without_docstring};
 
 /// Which of the checked candidates is kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
@@ -183,7 +184,7 @@ pub fn reviews(
         let prompt = review_prompt(target, function, body);
         match llm.score(&prompt, doc) {
             Ok(scored) => {
-                out.tokens += llm.count_tokens(&prompt).unwrap_or(0) + scored.tokens;
+                out.tokens += scored.prompt_tokens + scored.tokens;
                 out.scores[i] = Some(scored.logprob);
             }
             Err(e @ (LlmError::InvalidRequest(_) | LlmError::PromptTooLong { .. })) => {
@@ -195,28 +196,6 @@ pub fn reviews(
         }
     }
     Ok(out)
-}
-
-/// A Python body without its leading docstring (nor the rest of that docstring's last line).
-fn without_docstring(body: &str) -> &str {
-    let start = body.len() - body.trim_start().len();
-    let bytes = body.as_bytes();
-    let is_quote = |i: usize| matches!(bytes.get(i), Some(b'"' | b'\''));
-    let prefixed = bytes
-        .get(start)
-        .is_some_and(|c| matches!(c.to_ascii_lowercase(), b'r' | b'u'));
-    let open = if prefixed && is_quote(start + 1) {
-        start + 1
-    } else if is_quote(start) {
-        start
-    } else {
-        return body;
-    };
-    let end = string_end(body, open);
-    match body[end..].find('\n') {
-        Some(n) => &body[end + n + 1..],
-        None => "",
-    }
 }
 
 /// One minus the edit distance over the longer length.
@@ -272,7 +251,7 @@ fn code_tokens(code: &str, lang: Lang) -> Vec<&str> {
             continue;
         }
         if c == b'"' || c == b'\'' {
-            i = string_end(code, i);
+            i = string_end(code, i).unwrap_or(bytes.len());
         } else if c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80 {
             while i < bytes.len()
                 && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] >= 0x80)
@@ -291,32 +270,6 @@ fn code_tokens(code: &str, lang: Lang) -> Vec<&str> {
         out.remove(0);
     }
     out
-}
-
-/// The byte after the string literal starting at `start` (triple quotes included; an
-/// unterminated one runs to the end). Compares bytes: inside a literal, `i` may stop within a
-/// multi-byte character.
-fn string_end(code: &str, start: usize) -> usize {
-    let bytes = code.as_bytes();
-    let quote = bytes[start];
-    let triple = [quote; 3];
-    let (closing, mut i): (&[u8], usize) = if bytes[start..].starts_with(&triple) {
-        (&triple, start + 3)
-    } else {
-        (&triple[..1], start + 1)
-    };
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            i += 2;
-        } else if bytes[i..].starts_with(closing) {
-            return i + closing.len();
-        } else if closing.len() == 1 && bytes[i] == b'\n' {
-            return i;
-        } else {
-            i += 1;
-        }
-    }
-    bytes.len()
 }
 
 #[cfg(test)]
@@ -383,11 +336,6 @@ mod tests {
 
     #[test]
     fn the_reviewer_sees_the_code_without_the_docstring() {
-        let body = "\"\"\"Sum.\n\nMore.\"\"\"\n# keep\nreturn a + b\n";
-        assert_eq!(without_docstring(body), "# keep\nreturn a + b\n");
-        assert_eq!(without_docstring("  r'''Raw.''' \nreturn 1"), "return 1");
-        assert_eq!(without_docstring("return 'x'\n"), "return 'x'\n");
-        assert_eq!(without_docstring("\"\"\"Only a docstring.\"\"\""), "");
         let target = Target::from_signature(
             "calc.py",
             "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n",

@@ -938,6 +938,7 @@ impl Llm for CandleLlm {
             .sum();
         Ok(Scored {
             logprob,
+            prompt_tokens: ids.len(),
             tokens: cont.len(),
         })
     }

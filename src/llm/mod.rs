@@ -142,6 +142,9 @@ impl GenerateRequest {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Scored {
     pub logprob: f64,
+    /// The prompt's tokens.
+    pub prompt_tokens: usize,
+    /// The continuation's tokens.
     pub tokens: usize,
 }
 

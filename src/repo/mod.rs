@@ -6,6 +6,7 @@ pub mod ids;
 pub mod lang;
 pub mod mask;
 pub mod model;
+pub mod pystr;
 pub mod repository;
 pub mod symbols;
 pub mod table;

@@ -10,6 +10,7 @@
 use super::ids::FnId;
 use super::lang;
 use super::model::{FileSymbols, Function, Lang};
+use super::pystr::only_docstring;
 use super::repository::Repository;
 use crate::fsutil::{self, AtomicOptions};
 use std::path::{Path, PathBuf};
@@ -318,58 +319,10 @@ fn defined_at(
         .find(|f| f.span.start_byte >= at && f.span.start_byte < at + len.max(1))
 }
 
-/// Whether a Python body is one string literal (its docstring) and nothing else but comments.
-fn only_docstring(body: &str) -> bool {
-    let s = body.trim_start();
-    let prefix = s
-        .find(|c: char| !matches!(c, 'r' | 'R' | 'u' | 'U' | 'b' | 'B' | 'f' | 'F'))
-        .unwrap_or(s.len());
-    if prefix > 2 {
-        return false;
-    }
-    let s = &s[prefix..];
-    let quote = ["\"\"\"", "'''", "\"", "'"]
-        .into_iter()
-        .find(|q| s.starts_with(q));
-    let Some(quote) = quote else {
-        return false;
-    };
-    let mut rest = &s[quote.len()..];
-    loop {
-        let Some(i) = rest.find(['\\', quote.as_bytes()[0] as char]) else {
-            return false;
-        };
-        if rest[i..].starts_with('\\') {
-            let skip = rest[i + 1..].chars().next().map_or(0, char::len_utf8);
-            rest = &rest[i + 1 + skip..];
-        } else if rest[i..].starts_with(quote) {
-            rest = &rest[i + quote.len()..];
-            break;
-        } else {
-            rest = &rest[i + 1..];
-        }
-    }
-    rest.lines().all(|l| {
-        let l = l.trim().trim_start_matches(';').trim();
-        l.is_empty() || l.starts_with('#')
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::repo::{resolve_target, IndexOptions};
-
-    #[test]
-    fn docstring_only_bodies() {
-        assert!(only_docstring("\"\"\"Doc.\"\"\""));
-        assert!(only_docstring("r'''Doc \\''' still'''\n    # todo\n"));
-        assert!(only_docstring("\"one line\";"));
-        assert!(!only_docstring("\"\"\"Doc.\"\"\"\n    return 1"));
-        assert!(!only_docstring("return 1"));
-        assert!(!only_docstring("\"unterminated"));
-        assert!(!only_docstring("x = 'a'"));
-    }
 
     #[test]
     fn a_failed_replacement_removes_the_backup_and_keeps_the_file() {

@@ -44,7 +44,9 @@ struct Shape {
 }
 
 /// Problems with attribute reads on values of known repository types in `def`, the generated
-/// function parsed from `src`; `self_name` and `class` as for the other checks.
+/// function parsed from `src`; `self_name` and `class` as for the other checks. `target` is the
+/// generated function's name: the masked view hides it, yet instances of its class have it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn typed_attribute_reads(
     view: &MaskedView,
     path: &str,
@@ -52,6 +54,7 @@ pub(super) fn typed_attribute_reads(
     def: Node,
     self_name: Option<&str>,
     class: Option<ClassId>,
+    target: &str,
     scopes: &ScopeUses,
 ) -> Vec<Problem> {
     let Some(file) = view.file_id(path) else {
@@ -63,6 +66,7 @@ pub(super) fn typed_attribute_reads(
     let types = Types {
         view,
         file,
+        method: class.map(|c| (c, target)),
         known: RefCell::new(HashMap::new()),
     };
     let mut out = Vec::new();
@@ -430,6 +434,8 @@ fn in_repo_bases(view: &MaskedView, class: ClassId) -> Vec<ClassId> {
 struct Types<'a> {
     view: &'a MaskedView<'a>,
     file: FileId,
+    /// The generated method's class and name.
+    method: Option<(ClassId, &'a str)>,
     known: RefCell<HashMap<String, Option<Shape>>>,
 }
 
@@ -441,7 +447,7 @@ impl Types<'_> {
         let resolver = self.view.resolver();
         let shape = match resolver.resolve_in_file(self.file, name) {
             Ok(defs) => match defs.as_slice() {
-                [Def::Class(id)] => class_shape(self.view, *id),
+                [Def::Class(id)] => class_shape(self.view, *id, self.method),
                 _ => None,
             },
             Err(_) => namedtuple_shape(self.view, self.file, name, 0),
@@ -454,15 +460,25 @@ impl Types<'_> {
 }
 
 /// Every attribute an instance of `class` or of an in-repo subclass can have; `None` when
-/// that is not knowable.
-fn class_shape(view: &MaskedView, class: ClassId) -> Option<Shape> {
+/// that is not knowable. The generated `method` counts when its class is one of them.
+fn class_shape(
+    view: &MaskedView,
+    class: ClassId,
+    method: Option<(ClassId, &str)>,
+) -> Option<Shape> {
     let info = class_info(view, class);
     let mut attrs = info.attrs?;
-    for sub in subclasses(view, class) {
+    let family = subclasses(view, class);
+    for &sub in &family {
         for a in class_info(view, sub).attrs? {
             if !attrs.contains(&a) {
                 attrs.push(a);
             }
+        }
+    }
+    if let Some((owner, name)) = method {
+        if (owner == class || family.contains(&owner)) && !attrs.iter().any(|a| a == name) {
+            attrs.push(name.to_string());
         }
     }
     Some(Shape {
