@@ -1608,12 +1608,21 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         outer.extend(enclosing_function_names(view, id));
     }
 
+    // `**kwargs`, for options the docstring documents that arrive through it.
+    let kwargs = def
+        .child_by_field_name("parameters")
+        .map(|ps| param_names(src, ps))
+        .and_then(|ps| {
+            ps.into_iter()
+                .find_map(|p| p.strip_prefix("**").map(str::to_string))
+        })
+        .filter(|k| !k.is_empty());
     for name in &scopes.free {
         g.checked.push(name.clone());
         if outer.contains(name) || PY_BUILTINS.contains(&name.as_str()) || module.open {
             continue;
         }
-        let suggestions = name_suggestions(
+        let mut suggestions = name_suggestions(
             view,
             name,
             &scopes.bound,
@@ -1621,6 +1630,12 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
             class.as_ref(),
             self_name.as_deref(),
         );
+        if let Some(k) = kwargs.as_deref() {
+            if documents(target.docstring.as_deref(), name) {
+                suggestions.insert(0, format!("{k}.get('{name}')"));
+                suggestions.truncate(MAX_SUGGESTIONS);
+            }
+        }
         g.problems.push(Problem {
             kind: ProblemKind::UndefinedName,
             name: name.clone(),
@@ -1694,6 +1709,14 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
         &target.name,
         &scopes,
     ));
+}
+
+/// Whether `docstring` names `name` as a whole word.
+fn documents(docstring: Option<&str>, name: &str) -> bool {
+    docstring.is_some_and(|d| {
+        d.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+    })
 }
 
 /// Suggestions for an undefined name: close names in scope, `self.x` for a class attribute, an
@@ -3125,6 +3148,43 @@ mod tests {
         ] {
             assert!(unbound(body).is_empty(), "{body}");
         }
+    }
+
+    #[test]
+    fn an_option_the_docstring_documents_is_suggested_from_the_keyword_arguments() {
+        const WALK_PY: &str = "def walk(root, visit=None, **kwargs):\n    \"\"\"Walk.\n\n    \
+            Args:\n        strict (bool): raise on errors. Default True.\n    \"\"\"\n    return root\n";
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/walk.py", WALK_PY)]);
+        let g = check_in(
+            &repo,
+            "pkg.walk.walk",
+            "def walk(root, visit=None, **kwargs):\n    if strict and loose:\n        return visit\n    return root\n",
+        );
+        assert_eq!(
+            problems(&g),
+            [
+                (ProblemKind::UndefinedName, "strict"),
+                (ProblemKind::UndefinedName, "loose")
+            ]
+        );
+        // Only the documented option comes from `**kwargs`.
+        assert_eq!(g.problems[0].suggestions[0], "kwargs.get('strict')");
+        assert!(g.problems[1]
+            .suggestions
+            .iter()
+            .all(|s| !s.contains("kwargs")));
+        let msg = repair_request(&g).unwrap();
+        assert!(msg.contains("did you mean `kwargs.get('strict')`"), "{msg}");
+        // Without `**kwargs` there is nothing to read it from.
+        let g = check_in(
+            &repo,
+            "pkg.walk.walk",
+            "def walk(root, visit=None):\n    return strict\n",
+        );
+        assert!(g.problems[0]
+            .suggestions
+            .iter()
+            .all(|s| !s.contains("get(")));
     }
 
     #[test]
