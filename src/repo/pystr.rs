@@ -3,7 +3,8 @@
 
 /// The byte after the string literal whose opening quote is at `start` (triple quotes
 /// included; a single-quoted one also ends at a newline); `None` when it never closes.
-/// Compares bytes: inside a literal, `i` may stop within a multi-byte character.
+/// Java's strings, characters and text blocks end the same way. Compares bytes: inside a
+/// literal, `i` may stop within a multi-byte character.
 pub fn string_end(code: &str, start: usize) -> Option<usize> {
     let bytes = code.as_bytes();
     let quote = bytes[start];
