@@ -10,8 +10,9 @@ use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Sum
 use repohop::eval::line_metrics::score_lines;
 use repohop::eval::line_report::{
     compare_table, group_table, is_line_run, load_line_run, merge_line_runs, on_common_cursors,
+    prompt_table,
 };
-use repohop::eval::lines::{run_lines, LineRunConfig};
+use repohop::eval::lines::{prompt_lines, run_lines, LineRunConfig};
 use repohop::eval::report::{
     failed_tasks, failures_markdown, load_run, markdown, merge_runs, svg_chart,
 };
@@ -126,6 +127,11 @@ pub struct EvalArgs {
     /// Run directory (resumable); default `eval-runs/<method>`.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Line tasks: build each cursor's prompt as the method would (RepoCoder: its first
+    /// round) and say where the ground truth's identifiers are in it, without running the
+    /// model; nothing is written.
+    #[arg(long, conflicts_with = "completions")]
+    prompt_only: bool,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -280,6 +286,12 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         .collect();
     if !lines.is_empty() {
         return score_line_tasks(&args, &lines);
+    }
+    if args.prompt_only {
+        bail!(
+            "--prompt-only applies to line tasks; {} holds function tasks",
+            args.tasks.display()
+        );
     }
     // A server is asked first: its model names the run.
     let remote = match &args.method {
@@ -442,6 +454,19 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
     let embedder = embedder
         .as_ref()
         .map(|e| e as &dyn repohop::embed::Embedder);
+    if args.prompt_only {
+        let s = stopped_or(prompt_lines(&cfg, llm.as_ref(), embedder))?;
+        if args.json {
+            println!("{}", serde_json::to_string(&s)?);
+            return Ok(());
+        }
+        println!(
+            "{}: the prompts of {} line tasks ({} errors) · retrieval {:.1} ms median · {:.0} s wall",
+            s.method, s.total, s.errors, s.retrieve_ms_median, s.wall_seconds
+        );
+        print!("{}", prompt_table(&s));
+        return Ok(());
+    }
     let s = stopped_or(run_lines(&cfg, llm.as_mut(), embedder))?;
     if args.json {
         println!("{}", serde_json::to_string(&s)?);
@@ -452,6 +477,14 @@ fn run_line_method(args: &EvalArgs, method: &str) -> Result<()> {
         s.method, s.total, s.ran, s.resumed, s.errors, s.wall_seconds
     );
     print!("{}", group_table(&s));
+    if let Some(r) = &s.all.recall {
+        println!(
+            "ground-truth identifiers in the prompt: {:.1}% (in the unfinished code {:.1}%, added by retrieval {:.1}%)",
+            100.0 * r.prompt,
+            100.0 * r.context,
+            100.0 * r.added
+        );
+    }
     println!(
         "retrieval {:.1} ms median per cursor (codebase build up to {:.0} ms) · generation {:.0} ms median · {:.0} prompt tokens mean",
         s.retrieve_ms_median, s.codebase_ms_max, s.generate_ms_median, s.prompt_tokens_mean

@@ -204,6 +204,79 @@ pub fn identifiers(s: &str, lang: Lang) -> Vec<String> {
     ids
 }
 
+/// Where a ground truth's identifiers (distinct, as [`identifiers`] reads them) occur in the
+/// prompt that was to produce it: in the unfinished code it shows, in the retrieved part
+/// before it (snippets and imported entities, which are comments), in either. Any word of the
+/// text counts, commented or not: the model reads both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptRecall {
+    pub identifiers: usize,
+    pub in_context: usize,
+    pub in_retrieved: usize,
+    pub in_prompt: usize,
+}
+
+impl PromptRecall {
+    /// `truth` against `prompt`, whose unfinished code starts at byte `context_offset`.
+    pub fn of(truth: &str, prompt: &str, context_offset: usize, lang: Lang) -> Self {
+        let words = |s: &str| -> HashSet<String> {
+            s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut cut = context_offset.min(prompt.len());
+        while !prompt.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (retrieved, context) = (words(&prompt[..cut]), words(&prompt[cut..]));
+        let ids: HashSet<String> = identifiers(truth, lang).into_iter().collect();
+        let count = |f: &dyn Fn(&String) -> bool| ids.iter().filter(|i| f(i)).count();
+        PromptRecall {
+            identifiers: ids.len(),
+            in_context: count(&|i| context.contains(i)),
+            in_retrieved: count(&|i| retrieved.contains(i)),
+            in_prompt: count(&|i| context.contains(i) || retrieved.contains(i)),
+        }
+    }
+}
+
+/// Shares of a group's ground-truth identifiers found in their prompts (all identifiers of the
+/// group counted together); `added` is what only the retrieved part holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallShares {
+    pub identifiers: usize,
+    pub context: f64,
+    pub retrieved: f64,
+    pub prompt: f64,
+    pub added: f64,
+}
+
+impl RecallShares {
+    pub fn of<'a>(recalls: impl Iterator<Item = &'a PromptRecall>) -> Option<RecallShares> {
+        let mut sum = PromptRecall::default();
+        let mut any = false;
+        for r in recalls {
+            any = true;
+            sum.identifiers += r.identifiers;
+            sum.in_context += r.in_context;
+            sum.in_retrieved += r.in_retrieved;
+            sum.in_prompt += r.in_prompt;
+        }
+        if !any {
+            return None;
+        }
+        let share = |n: usize| n as f64 / sum.identifiers.max(1) as f64;
+        Some(RecallShares {
+            identifiers: sum.identifiers,
+            context: share(sum.in_context),
+            retrieved: share(sum.in_retrieved),
+            prompt: share(sum.in_prompt),
+            added: share(sum.in_prompt - sum.in_context),
+        })
+    }
+}
+
 fn set_f1(pred: &[String], truth: &[String]) -> f64 {
     let p: HashSet<&String> = pred.iter().collect();
     let t: HashSet<&String> = truth.iter().collect();
@@ -322,6 +395,28 @@ const JAVA_KEYWORDS: &[&str] = &[
 mod tests {
     use super::*;
     use Lang::{Java, Python};
+
+    #[test]
+    fn prompt_recall_tells_the_unfinished_code_from_the_retrieved_part() {
+        let prompt = "# class Node:\n#     def from_page_data(cls, data): ...\nnode = None\n";
+        let offset = prompt.find("node = None").unwrap();
+        // Identifiers of the truth: node, Node, from_page_data, data (a string is not one).
+        let truth = "node = Node.from_page_data(data, 'page')";
+        let r = PromptRecall::of(truth, prompt, offset, Python);
+        let want = PromptRecall {
+            identifiers: 4,
+            in_context: 1,
+            in_retrieved: 3,
+            in_prompt: 4,
+        };
+        assert_eq!(r, want);
+        let none = PromptRecall::of("x = y", prompt, offset, Python);
+        let s = RecallShares::of([r, none].iter()).unwrap();
+        assert_eq!(s.identifiers, 6);
+        assert!(close(s.context, 1.0 / 6.0) && close(s.prompt, 4.0 / 6.0));
+        assert!(close(s.added, 3.0 / 6.0) && close(s.retrieved, 3.0 / 6.0));
+        assert_eq!(RecallShares::of([].iter()), None);
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9

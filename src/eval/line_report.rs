@@ -9,7 +9,10 @@ use serde::Serialize;
 
 use super::batch::{load_run_dir, read_json, tasks_sha256};
 use super::line_metrics::LineScores;
-use super::lines::{summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary};
+use super::line_metrics::RecallShares;
+use super::lines::{
+    summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary, PromptRunSummary,
+};
 use super::tasks::load_line_tasks;
 use super::EvalError;
 
@@ -196,6 +199,46 @@ pub fn group_table(s: &LineRunSummary) -> String {
     out
 }
 
+/// `context | retrieved | prompt | added` shares as percentages, or dashes.
+fn recall4(r: Option<&RecallShares>) -> String {
+    match r {
+        Some(r) => format!(
+            "{} | {:.1} | {:.1} | {:.1} | {:.1}",
+            r.identifiers,
+            100.0 * r.context,
+            100.0 * r.retrieved,
+            100.0 * r.prompt,
+            100.0 * r.added
+        ),
+        None => "– | – | – | – | –".into(),
+    }
+}
+
+/// A method's prompts per group (all, each split, each repository): their size and where the
+/// ground truths' identifiers are in them.
+pub fn prompt_table(s: &PromptRunSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| group | tasks | prompt tokens | snippets | truth identifiers | in unfinished code % | in retrieved % | in prompt % | added by retrieval % |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let groups = std::iter::once(("all".to_string(), &s.all))
+        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
+        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
+    for (name, g) in groups {
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {:.0} | {:.1} | {} |",
+            g.tasks,
+            g.prompt_tokens_mean,
+            g.snippets_mean,
+            recall4(g.recall.as_ref())
+        );
+    }
+    out
+}
+
 /// Runs side by side, a row each: CrossCodeEval's scores over all cursors, ES per split, and
 /// the cost per cursor.
 pub fn compare_table(runs: &[LineRunReport]) -> String {
@@ -268,6 +311,7 @@ mod tests {
             prompt_tokens: 10,
             generated_tokens: 3,
             snippets_shown: 0,
+            recall: None,
             error: None,
         }
     }

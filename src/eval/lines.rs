@@ -10,7 +10,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::batch::{read_json, select, task_dir, tasks_sha256, write_json};
-use super::line_metrics::{cceval, graphcoder, lang_of, LineScores};
+use super::line_metrics::{cceval, graphcoder, lang_of, LineScores, PromptRecall, RecallShares};
 use super::locate::open;
 use super::tasks::{load_line_tasks, LineTask};
 use super::EvalError;
@@ -59,6 +59,10 @@ pub struct LineRecord {
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
     pub snippets_shown: usize,
+    /// Where the ground truth's identifiers are in the prompt (runs before it was recorded
+    /// have none).
+    #[serde(default)]
+    pub recall: Option<PromptRecall>,
     /// Why no completion was made (scored as an empty one).
     #[serde(default)]
     pub error: Option<String>,
@@ -70,16 +74,20 @@ pub struct LineGroup {
     pub tasks: usize,
     pub cceval: LineScores,
     pub graphcoder: LineScores,
+    /// The ground truths' identifiers found in the prompts, of the tasks that recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<RecallShares>,
 }
 
 impl LineGroup {
-    fn of<'a>(records: impl Iterator<Item = &'a LineRecord>) -> Self {
+    fn of<'a>(records: impl Iterator<Item = &'a LineRecord> + Clone) -> Self {
         let (c, g): (Vec<LineScores>, Vec<LineScores>) =
-            records.map(|r| (r.cceval, r.graphcoder)).unzip();
+            records.clone().map(|r| (r.cceval, r.graphcoder)).unzip();
         LineGroup {
             tasks: c.len(),
             cceval: LineScores::mean(&c),
             graphcoder: LineScores::mean(&g),
+            recall: RecallShares::of(records.filter_map(|r| r.recall.as_ref())),
         }
     }
 }
@@ -278,6 +286,148 @@ fn complete_task(
         prompt_tokens: done.as_ref().map_or(0, |d| d.prompt_tokens),
         generated_tokens: done.as_ref().map_or(0, |d| d.generated_tokens),
         snippets_shown: done.as_ref().map_or(0, |d| d.prompt.snippets_shown),
+        recall: done.as_ref().ok().map(|d| {
+            PromptRecall::of(
+                &task.ground_truth,
+                &d.prompt.text,
+                d.prompt.context_offset,
+                lang,
+            )
+        }),
         error,
     }
+}
+
+/// One cursor's prompt, the model not run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptRecord {
+    pub id: String,
+    pub repo: String,
+    pub split: Option<String>,
+    pub prompt_tokens: usize,
+    pub snippets_shown: usize,
+    pub external_shown: bool,
+    pub retrieve_ms: f64,
+    pub recall: Option<PromptRecall>,
+    pub error: Option<String>,
+}
+
+/// Means of a group of prompts.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptGroup {
+    pub tasks: usize,
+    pub prompt_tokens_mean: f64,
+    pub snippets_mean: f64,
+    pub recall: Option<RecallShares>,
+}
+
+impl PromptGroup {
+    fn of<'a>(records: impl Iterator<Item = &'a PromptRecord> + Clone) -> Self {
+        let n = records.clone().count();
+        let mean = |f: fn(&PromptRecord) -> usize| {
+            records.clone().map(f).sum::<usize>() as f64 / n.max(1) as f64
+        };
+        PromptGroup {
+            tasks: n,
+            prompt_tokens_mean: mean(|r| r.prompt_tokens),
+            snippets_mean: mean(|r| r.snippets_shown),
+            recall: RecallShares::of(records.filter_map(|r| r.recall.as_ref())),
+        }
+    }
+}
+
+/// What a method's prompts hold over a task file, without generating.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptRunSummary {
+    pub method: String,
+    pub total: usize,
+    pub errors: usize,
+    pub all: PromptGroup,
+    pub by_split: BTreeMap<String, PromptGroup>,
+    pub by_repo: BTreeMap<String, PromptGroup>,
+    pub retrieve_ms_median: f64,
+    pub wall_seconds: f64,
+    pub records: Vec<PromptRecord>,
+}
+
+/// Builds every task's prompt as a run of the method would (RepoCoder: its first round) and
+/// measures it against the ground truth; nothing is generated or written. `Err` when cancelled
+/// or when the inputs are unusable.
+pub fn prompt_lines(
+    cfg: &LineRunConfig,
+    llm: &dyn Llm,
+    embedder: Option<&dyn Embedder>,
+) -> Result<PromptRunSummary, EvalError> {
+    let started = Instant::now();
+    let tasks = select(load_line_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
+    let mut completers: HashMap<String, Completer> = HashMap::new();
+    let mut records = Vec::with_capacity(tasks.len());
+    for (k, task) in tasks.iter().enumerate() {
+        if cfg.cancel.load(Ordering::SeqCst) {
+            return Err(EvalError::Invalid(format!(
+                "stopped after {} of {} tasks",
+                records.len(),
+                tasks.len()
+            )));
+        }
+        if !completers.contains_key(&task.repo) {
+            let repo = open(&cfg.source_root.join(&task.repo))?;
+            completers.insert(task.repo.clone(), Completer::new(repo));
+        }
+        let completer = completers.get_mut(&task.repo).expect("inserted above");
+        let done = completer.prompt_line(llm, embedder, &task.file, task.line, &cfg.options);
+        let record = match done {
+            Ok(c) => PromptRecord {
+                id: task.id.clone(),
+                repo: task.repo.clone(),
+                split: task.split.clone(),
+                prompt_tokens: c.prompt_tokens,
+                snippets_shown: c.prompt.snippets_shown,
+                external_shown: c.prompt.external_shown,
+                retrieve_ms: c.retrieve_ms,
+                recall: Some(PromptRecall::of(
+                    &task.ground_truth,
+                    &c.prompt.text,
+                    c.prompt.context_offset,
+                    lang_of(&task.file),
+                )),
+                error: None,
+            },
+            Err(e) => PromptRecord {
+                id: task.id.clone(),
+                repo: task.repo.clone(),
+                split: task.split.clone(),
+                prompt_tokens: 0,
+                snippets_shown: 0,
+                external_shown: false,
+                retrieve_ms: 0.0,
+                recall: None,
+                error: Some(e.to_string()),
+            },
+        };
+        if cfg.progress && (k + 1) % 20 == 0 {
+            eprintln!("[{}/{}] prompts built", k + 1, tasks.len());
+        }
+        records.push(record);
+    }
+    let group = |key: fn(&PromptRecord) -> String| -> BTreeMap<String, PromptGroup> {
+        let mut by: BTreeMap<String, Vec<&PromptRecord>> = BTreeMap::new();
+        for r in &records {
+            by.entry(key(r)).or_default().push(r);
+        }
+        by.into_iter()
+            .map(|(k, v)| (k, PromptGroup::of(v.into_iter())))
+            .collect()
+    };
+    Ok(PromptRunSummary {
+        method: cfg.options.variant_name(),
+        total: records.len(),
+        errors: records.iter().filter(|r| r.error.is_some()).count(),
+        all: PromptGroup::of(records.iter()),
+        by_split: group(|r| r.split.clone().unwrap_or_else(|| "all".into())),
+        by_repo: group(|r| r.repo.clone()),
+        retrieve_ms_median: median(records.iter().map(|r| r.retrieve_ms).collect()),
+        wall_seconds: started.elapsed().as_secs_f64(),
+        records,
+    })
 }

@@ -20,7 +20,8 @@ use crate::repo::model::Lang;
 use crate::repo::Repository;
 use crate::retrieve::saracoder::eaid::{eaid, Eaid};
 use crate::retrieve::saracoder::{
-    cut_before, retrieve, Codebase, Options, Rank, Retrieval, RetrieveError, StoreReport, Units,
+    cut_before, retrieve, Codebase, Cursor, Options, Rank, Retrieval, RetrieveError, StoreReport,
+    Units,
 };
 
 /// Which retrieval feeds the prompt.
@@ -223,21 +224,39 @@ impl Completer {
         opts: &CompleteOptions,
     ) -> Result<LineCompletion, CompleteError> {
         let repo = Arc::clone(&self.repo);
-        let file = repo
-            .file_id(path)
-            .map(|f| repo.file(f))
-            .filter(|f| f.lang.is_some())
-            .ok_or_else(|| CompleteError::Unsupported(path.to_string()))?;
-        let text = file.text.as_deref().unwrap_or_default();
-        let lines = text.lines().count();
-        if line == 0 || line > lines + 1 {
-            return Err(CompleteError::PastEnd {
-                path: path.to_string(),
-                line,
-                lines,
-            });
-        }
-        self.complete_unfinished(llm, embedder, path, cut_before(text, line), opts)
+        let unfinished = unfinished_at(&repo, path, line)?;
+        self.complete_unfinished(llm, embedder, path, unfinished, opts)
+    }
+
+    /// The prompt [`Completer::complete_line`] would give the model, without running it
+    /// (RepoCoder's first round: its second depends on what the model writes).
+    pub fn prompt_line(
+        &mut self,
+        llm: &dyn Llm,
+        embedder: Option<&dyn Embedder>,
+        path: &str,
+        line: usize,
+        opts: &CompleteOptions,
+    ) -> Result<LineContext, CompleteError> {
+        let repo = Arc::clone(&self.repo);
+        let unfinished = unfinished_at(&repo, path, line)?;
+        let p = self.prepare(embedder, path, unfinished, opts)?;
+        let input = LineInput {
+            lang: p.lang,
+            unfinished,
+            external: p.external.as_ref(),
+        };
+        let prompt = build_prompt(llm, p.retrieval.as_ref(), &input, opts);
+        let prompt_tokens = count(llm, &prompt.text);
+        Ok(LineContext {
+            method: opts.variant_name(),
+            prompt,
+            prompt_tokens,
+            retrieval: p.retrieval,
+            eaid: p.external,
+            codebase_ms: p.codebase_ms,
+            retrieve_ms: p.retrieve_ms,
+        })
     }
 
     /// Completes the code `unfinished` of a file at `path` (given by an editor: it need not
@@ -251,6 +270,53 @@ impl Completer {
         unfinished: &str,
         opts: &CompleteOptions,
     ) -> Result<LineCompletion, CompleteError> {
+        let mut p = self.prepare(embedder, path, unfinished, opts)?;
+        let line = LineInput {
+            lang: p.lang,
+            unfinished,
+            external: p.external.as_ref(),
+        };
+        let mut done = generate(llm, p.retrieval.as_ref(), &line, opts)?;
+        let mut first_round = None;
+        if let (LineMethod::Repocoder, Some(c)) = (opts.method, p.cursor.as_mut()) {
+            let started = Instant::now();
+            c.requery(unfinished, &done.completion);
+            p.retrieval = Some(retrieve(c, embedder, &p.retrieval_opts)?);
+            p.retrieve_ms += started.elapsed().as_secs_f64() * 1e3;
+            let second = generate(llm, p.retrieval.as_ref(), &line, opts)?;
+            let first = std::mem::replace(&mut done, second);
+            // Both rounds' cost counts.
+            done.prompt_tokens += first.prompt_tokens;
+            done.generated_tokens += first.generated_tokens;
+            done.generate_ms += first.generate_ms;
+            first_round = Some(first.completion);
+        }
+        Ok(LineCompletion {
+            method: opts.variant_name(),
+            completion: done.completion,
+            raw: done.raw,
+            first_round,
+            prompt: done.prompt,
+            retrieval: p.retrieval,
+            eaid: p.external,
+            codebase_ms: p.codebase_ms,
+            store: p.store,
+            retrieve_ms: p.retrieve_ms,
+            generate_ms: done.generate_ms,
+            prompt_tokens: done.prompt_tokens,
+            generated_tokens: done.generated_tokens,
+        })
+    }
+
+    /// Everything before the model: the codebase (built on first use), the cursor's
+    /// retrieval and its imported entities.
+    fn prepare(
+        &mut self,
+        embedder: Option<&dyn Embedder>,
+        path: &str,
+        unfinished: &str,
+        opts: &CompleteOptions,
+    ) -> Result<Prepared<'_>, CompleteError> {
         let lang = crate::repo::lang::for_path(path)
             .map(|l| l.lang())
             .ok_or_else(|| CompleteError::Unsupported(path.to_string()))?;
@@ -277,54 +343,74 @@ impl Completer {
         let cursor_line = unfinished.lines().count() + 1;
 
         let started = Instant::now();
-        let mut cursor = codebase.map(|c| c.cursor(path, unfinished));
+        let cursor = codebase.map(|c| c.cursor(path, unfinished));
         let retrieval_opts = Options {
             rank: plan.map_or(Rank::Jaccard, |p| p.1),
             ..opts.retrieval.clone()
         };
-        let mut retrieval = match &cursor {
+        let retrieval = match &cursor {
             Some(c) => Some(retrieve(c, embedder, &retrieval_opts)?),
             None => None,
         };
         let external = plan.filter(|p| p.2).map(|_| eaid(repo, path, cursor_line));
-        let mut retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
-
-        let line = LineInput {
+        Ok(Prepared {
             lang,
-            unfinished,
-            external: external.as_ref(),
-        };
-        let mut done = generate(llm, retrieval.as_ref(), &line, opts)?;
-        let mut first_round = None;
-        if let (LineMethod::Repocoder, Some(c)) = (opts.method, cursor.as_mut()) {
-            let started = Instant::now();
-            c.requery(unfinished, &done.completion);
-            retrieval = Some(retrieve(c, embedder, &retrieval_opts)?);
-            retrieve_ms += started.elapsed().as_secs_f64() * 1e3;
-            let second = generate(llm, retrieval.as_ref(), &line, opts)?;
-            let first = std::mem::replace(&mut done, second);
-            // Both rounds' cost counts.
-            done.prompt_tokens += first.prompt_tokens;
-            done.generated_tokens += first.generated_tokens;
-            done.generate_ms += first.generate_ms;
-            first_round = Some(first.completion);
-        }
-        Ok(LineCompletion {
-            method: opts.variant_name(),
-            completion: done.completion,
-            raw: done.raw,
-            first_round,
-            prompt: done.prompt,
+            cursor,
+            retrieval_opts,
             retrieval,
-            eaid: external,
+            external,
             codebase_ms,
             store,
-            retrieve_ms,
-            generate_ms: done.generate_ms,
-            prompt_tokens: done.prompt_tokens,
-            generated_tokens: done.generated_tokens,
+            retrieve_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }
+}
+
+/// The prompt of a cursor and what went into it, the model not run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineContext {
+    pub method: String,
+    pub prompt: LinePrompt,
+    pub prompt_tokens: usize,
+    pub retrieval: Option<Retrieval>,
+    pub eaid: Option<Eaid>,
+    pub codebase_ms: f64,
+    pub retrieve_ms: f64,
+}
+
+/// A cursor's retrieval and imported entities, ready for the prompt.
+struct Prepared<'c> {
+    lang: Lang,
+    cursor: Option<Cursor<'c>>,
+    retrieval_opts: Options,
+    retrieval: Option<Retrieval>,
+    external: Option<Eaid>,
+    codebase_ms: f64,
+    store: Option<StoreReport>,
+    retrieve_ms: f64,
+}
+
+/// The code of `path` above `line` (1-based), checked to be a line of a source file of `repo`.
+fn unfinished_at<'r>(
+    repo: &'r Repository,
+    path: &str,
+    line: usize,
+) -> Result<&'r str, CompleteError> {
+    let file = repo
+        .file_id(path)
+        .map(|f| repo.file(f))
+        .filter(|f| f.lang.is_some())
+        .ok_or_else(|| CompleteError::Unsupported(path.to_string()))?;
+    let text = file.text.as_deref().unwrap_or_default();
+    let lines = text.lines().count();
+    if line == 0 || line > lines + 1 {
+        return Err(CompleteError::PastEnd {
+            path: path.to_string(),
+            line,
+            lines,
+        });
+    }
+    Ok(cut_before(text, line))
 }
 
 /// The folder of the stored codebase of `units` (slices and windows keep separate vectors).
@@ -357,6 +443,30 @@ fn open_codebase(
     (codebase, Some(report))
 }
 
+/// Tokens of `text` for `llm` (a third of its bytes if it cannot say).
+fn count(llm: &dyn Llm, text: &str) -> usize {
+    llm.count_tokens(&Prompt::Text(text.to_string()))
+        .unwrap_or(text.len() / 3)
+}
+
+/// The line prompt of `line` with what was retrieved for it, within the budget.
+fn build_prompt(
+    llm: &dyn Llm,
+    retrieval: Option<&Retrieval>,
+    line: &LineInput,
+    opts: &CompleteOptions,
+) -> LinePrompt {
+    let picks = retrieval.map_or(&[][..], |r| &r.picks[..]);
+    line_prompt(
+        picks,
+        line.external.unwrap_or(&Eaid::default()),
+        line.unfinished,
+        line.lang,
+        opts.budget,
+        &|s: &str| count(llm, s),
+    )
+}
+
 /// One prompt and one generation.
 struct Generated {
     completion: String,
@@ -380,19 +490,7 @@ fn generate(
     line: &LineInput,
     opts: &CompleteOptions,
 ) -> Result<Generated, CompleteError> {
-    let picks = retrieval.map_or(&[][..], |r| &r.picks[..]);
-    let count = |s: &str| {
-        llm.count_tokens(&Prompt::Text(s.to_string()))
-            .unwrap_or(s.len() / 3)
-    };
-    let prompt = line_prompt(
-        picks,
-        line.external.unwrap_or(&Eaid::default()),
-        line.unfinished,
-        line.lang,
-        opts.budget,
-        &count,
-    );
+    let prompt = build_prompt(llm, retrieval, line, opts);
     let mut request = GenerateRequest::new(Prompt::Text(prompt.text.clone()));
     request.max_new_tokens = opts.max_new_tokens;
     request.until_statement = Some(line.lang);

@@ -20,6 +20,9 @@ pub struct LinePrompt {
     /// Lines of the unfinished code shown, of how many.
     pub context_lines: usize,
     pub context_total_lines: usize,
+    /// Byte offset in `text` where the unfinished code begins: what comes before it was
+    /// retrieved.
+    pub context_offset: usize,
     pub external_shown: bool,
     /// Imported entities and external names left out to keep them within their share.
     pub external_dropped: usize,
@@ -123,9 +126,11 @@ pub fn line_prompt(
     if external_shown {
         text.push_str(&eaid);
     }
+    let context_offset = text.len();
     text.push_str(&context);
     LinePrompt {
         text,
+        context_offset,
         snippets_shown: shown.len(),
         snippets_dropped: picks.len() - shown.len(),
         context_lines: lines.len() - start,
@@ -180,6 +185,7 @@ mod tests {
         let ext = p.text.find("# #   np -> numpy").unwrap();
         assert!(second < best && best < ext, "{}", p.text);
         assert!(p.text.ends_with(unfinished));
+        assert_eq!(&p.text[p.context_offset..], unfinished);
         assert!(p
             .text
             .contains("# the below code fragment can be found in:\n# a.py\n"));
@@ -216,6 +222,7 @@ mod tests {
         let p = line_prompt(&[], &eaid, "x = ", Lang::Python, 8, &words);
         assert_eq!((p.external_shown, p.external_dropped), (false, 3));
         assert_eq!(p.text, "x = ");
+        assert_eq!(p.context_offset, 0);
     }
 
     #[test]
