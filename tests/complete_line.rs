@@ -180,6 +180,10 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
     assert_eq!((s["total"].as_u64(), s["ran"].as_u64()), (Some(2), Some(2)));
     assert_eq!(s["by_split"]["cross_file"]["tasks"], 1);
     assert_eq!(s["by_repo"]["demo"]["tasks"], 2);
+    // `shape` and `outline_span_total`: the first is in the unfinished code.
+    let recall = &s["by_split"]["cross_file"]["recall"];
+    assert_eq!(recall["identifiers"], 2, "{s:#}");
+    assert_eq!(recall["context"], 0.5, "{s:#}");
     for k in ["em", "es", "id_em", "id_f1"] {
         let v = s["all"]["cceval"][k].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&v), "{k} {v}");
@@ -289,6 +293,78 @@ public class Report {
     }
 }
 ";
+
+#[test]
+fn prompt_only_says_where_the_truths_names_are_without_the_model() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("demo");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("geometry.py"), GEOMETRY).unwrap();
+    std::fs::write(project.join("report.py"), REPORT).unwrap();
+    let tasks = root.path().join("lines.jsonl");
+    std::fs::write(
+        &tasks,
+        r#"{"repo": "demo", "file": "report.py", "line": 7, "ground_truth": "    return shape.outline_span_total()", "split": "cross_file"}"#,
+    )
+    .unwrap();
+    let prompts = |method: &str| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args([
+                "eval",
+                "--json",
+                "--quiet",
+                "--prompt-only",
+                "--method",
+                method,
+            ])
+            .arg("--tasks")
+            .arg(&tasks)
+            .arg("--source-root")
+            .arg(root.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    // The method name is only in the imported class, which SaraCoder's prompt shows.
+    let sara = prompts("saracoder");
+    let r = &sara["records"][0]["recall"];
+    assert_eq!(
+        (&r["identifiers"], &r["in_context"], &r["in_prompt"]),
+        (&2.into(), &1.into(), &2.into()),
+        "{sara:#}"
+    );
+    assert_eq!(sara["all"]["recall"]["added"], 0.5);
+    assert!(sara["records"][0]["prompt_tokens"].as_u64().unwrap() > 0);
+    let none = prompts("none");
+    assert_eq!(none["all"]["recall"]["prompt"], 0.5, "{none:#}");
+    assert_eq!(none["all"]["snippets_mean"], 0.0);
+    // Nothing was written: no run directory, nothing in the project.
+    assert!(!root.path().join("eval-runs").exists());
+    assert!(!project.join(".repohop").exists());
+    // Function tasks have no prompt-only mode.
+    let functions = root.path().join("functions.jsonl");
+    std::fs::write(
+        &functions,
+        r#"{"namespace": "report.describe", "type": "function", "project_path": "demo", "completion_path": "demo/report.py", "signature_position": [4, 4], "body_position": [5, 7], "dependency": {"intra_class": [], "intra_file": [], "cross_file": []}, "requirement": {"Functionality": "f", "Arguments": "a"}, "tests": ["t.py::t"], "indent": 4}"#,
+    )
+    .unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["eval", "--prompt-only", "--method", "dense", "--tasks"])
+        .arg(&functions)
+        .arg("--source-root")
+        .arg(root.path())
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--prompt-only applies to line tasks")
+    );
+}
 
 #[test]
 fn java_lines_complete_from_slices_and_the_imported_class() {
