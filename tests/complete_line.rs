@@ -24,6 +24,16 @@ def describe(sides):
     return shape.outline_span_total()
 ";
 
+/// A folder holding the project `demo` (geometry.py and report.py), and that project's path.
+fn demo_project() -> (tempfile::TempDir, std::path::PathBuf) {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("demo");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("geometry.py"), GEOMETRY).unwrap();
+    std::fs::write(project.join("report.py"), REPORT).unwrap();
+    (root, project)
+}
+
 fn complete(root: &Path, extra: &[&str]) -> serde_json::Value {
     complete_with(root, &["--file", "report.py", "--line", "7"], extra, None)
 }
@@ -142,11 +152,7 @@ fn the_baselines_complete_on_the_same_machinery() {
 
 #[test]
 fn a_line_run_scores_resumes_and_refuses_other_settings() {
-    let root = tempfile::tempdir().unwrap();
-    let project = root.path().join("demo");
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(project.join("geometry.py"), GEOMETRY).unwrap();
-    std::fs::write(project.join("report.py"), REPORT).unwrap();
+    let (root, project) = demo_project();
     let tasks = root.path().join("lines.jsonl");
     std::fs::write(
         &tasks,
@@ -296,11 +302,7 @@ public class Report {
 
 #[test]
 fn prompt_only_says_where_the_truths_names_are_without_the_model() {
-    let root = tempfile::tempdir().unwrap();
-    let project = root.path().join("demo");
-    std::fs::create_dir(&project).unwrap();
-    std::fs::write(project.join("geometry.py"), GEOMETRY).unwrap();
-    std::fs::write(project.join("report.py"), REPORT).unwrap();
+    let (root, project) = demo_project();
     let tasks = root.path().join("lines.jsonl");
     std::fs::write(
         &tasks,

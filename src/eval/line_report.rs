@@ -176,6 +176,17 @@ fn pct4(m: &LineScores) -> String {
     )
 }
 
+/// A table's rows: all, then each split, then each repository.
+fn named_groups<'a, G>(
+    all: &'a G,
+    by_split: &'a BTreeMap<String, G>,
+    by_repo: &'a BTreeMap<String, G>,
+) -> impl Iterator<Item = (String, &'a G)> {
+    std::iter::once(("all".to_string(), all))
+        .chain(by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
+        .chain(by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)))
+}
+
 /// One run's scores per group (all, each split, each repository) in both definitions.
 pub fn group_table(s: &LineRunSummary) -> String {
     let mut out = String::new();
@@ -184,9 +195,7 @@ pub fn group_table(s: &LineRunSummary) -> String {
         "| group | tasks | EM % | ES % | ID-EM % | ID-F1 % | GC EM % | GC ES % | GC ID-EM % | GC ID-F1 % |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let groups = std::iter::once(("all".to_string(), &s.all))
-        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
-        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
+    let groups = named_groups(&s.all, &s.by_split, &s.by_repo);
     for (name, g) in groups {
         let _ = writeln!(
             out,
@@ -223,9 +232,7 @@ pub fn prompt_table(s: &PromptRunSummary) -> String {
         "| group | tasks | prompt tokens | snippets | truth identifiers | in unfinished code % | in retrieved % | in prompt % | added by retrieval % |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let groups = std::iter::once(("all".to_string(), &s.all))
-        .chain(s.by_split.iter().map(|(k, g)| (format!("split {k}"), g)))
-        .chain(s.by_repo.iter().map(|(k, g)| (format!("repo {k}"), g)));
+    let groups = named_groups(&s.all, &s.by_split, &s.by_repo);
     for (name, g) in groups {
         let _ = writeln!(
             out,

@@ -2,6 +2,7 @@
 //! (EM, ES, identifier EM and F1 in both definitions) and written to the run directory, so a
 //! stopped run resumes where it stopped; `--shard` splits a task file across machines.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -220,11 +221,7 @@ pub fn run_lines(
                 tasks.len()
             )));
         }
-        if !completers.contains_key(&task.repo) {
-            let repo = open(&cfg.source_root.join(&task.repo))?;
-            completers.insert(task.repo.clone(), Completer::new(repo));
-        }
-        let completer = completers.get_mut(&task.repo).expect("inserted above");
+        let completer = completer_for(&mut completers, cfg, &task.repo)?;
         let record = complete_task(completer, llm, embedder, task, &cfg.options);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| EvalError::io(dir, e))?;
@@ -253,6 +250,18 @@ pub fn run_lines(
     let summary = summarize_lines(&method, &records, ran, started.elapsed().as_secs_f64());
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
+}
+
+/// The completer of `repo` (and its codebases), opened on first use.
+fn completer_for<'m>(
+    completers: &'m mut HashMap<String, Completer>,
+    cfg: &LineRunConfig,
+    repo: &str,
+) -> Result<&'m mut Completer, EvalError> {
+    Ok(match completers.entry(repo.to_string()) {
+        Entry::Occupied(o) => o.into_mut(),
+        Entry::Vacant(v) => v.insert(Completer::new(open(&cfg.source_root.join(repo))?)),
+    })
 }
 
 fn complete_task(
@@ -370,11 +379,7 @@ pub fn prompt_lines(
                 tasks.len()
             )));
         }
-        if !completers.contains_key(&task.repo) {
-            let repo = open(&cfg.source_root.join(&task.repo))?;
-            completers.insert(task.repo.clone(), Completer::new(repo));
-        }
-        let completer = completers.get_mut(&task.repo).expect("inserted above");
+        let completer = completer_for(&mut completers, cfg, &task.repo)?;
         let done = completer.prompt_line(llm, embedder, &task.file, task.line, &cfg.options);
         let record = match done {
             Ok(c) => PromptRecord {
