@@ -83,6 +83,11 @@ fn the_imported_method_name_comes_from_saracoders_context() {
     assert!(!prompt.contains("return shape."));
     assert_eq!(sara["eaid"]["entities"][0]["qualname"], "geometry.Polygon");
     assert!(sara["retrieval"]["candidates"].as_u64().unwrap() > 0);
+    // Without the model: the same prompt, no completion.
+    let only = complete(dir.path(), &["--prompt-only"]);
+    assert_eq!(only["prompt"]["text"], sara["prompt"]["text"]);
+    assert_eq!(only["prompt_tokens"], sara["prompt_tokens"]);
+    assert!(only.get("completion").is_none(), "{only:#}");
     // Generation stopped at the end of the statement, not at the token limit.
     assert!(sara["generated_tokens"].as_u64().unwrap() < 64, "{sara:#}");
 

@@ -8,6 +8,7 @@ use clap::Args;
 use repohop::embed;
 use repohop::generate::complete::{Completer, LineMethod};
 use repohop::models::DEFAULT_GENERATOR;
+use repohop::retrieve::saracoder::StoreReport;
 
 use super::args::{EmbedArgs, LineArgs, RemoteArgs, RepoArgs};
 
@@ -39,6 +40,10 @@ pub struct CompleteArgs {
     /// Print the completion with the retrieval at each stage, the prompt and timings as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print the prompt the model would be given and stop (with `--json`: the prompt, the
+    /// retrieval and the imported entities); RepoCoder's first round.
+    #[arg(long)]
+    pub prompt_only: bool,
 }
 
 pub fn run(args: CompleteArgs) -> Result<()> {
@@ -66,6 +71,29 @@ pub fn run(args: CompleteArgs) -> Result<()> {
     let embedder = embedder.as_ref().map(|e| e as &dyn embed::Embedder);
     let store = repo.cache_dir().to_path_buf();
     let mut completer = Completer::with_store(std::sync::Arc::new(repo), store);
+    if args.prompt_only {
+        let context = match (&unfinished, args.line) {
+            (Some(text), _) => {
+                completer.prompt_unfinished(llm.as_ref(), embedder, &args.file, text, &opts)?
+            }
+            (None, Some(line)) => {
+                completer.prompt_line(llm.as_ref(), embedder, &args.file, line, &opts)?
+            }
+            (None, None) => bail!("give --line N or --stdin"),
+        };
+        store_note(context.store.as_ref());
+        save_vectors(&completer, embedder);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&context)?);
+        } else {
+            eprintln!(
+                "{}: prompt {} tokens, {} snippets",
+                context.method, context.prompt_tokens, context.prompt.snippets_shown
+            );
+            print!("{}", context.prompt.text);
+        }
+        return Ok(());
+    }
     let done = match (&unfinished, args.line) {
         (Some(text), _) => {
             completer.complete_unfinished(llm.as_mut(), embedder, &args.file, text, &opts)?
@@ -75,15 +103,8 @@ pub fn run(args: CompleteArgs) -> Result<()> {
         }
         (None, None) => bail!("give --line N or --stdin"),
     };
-    if let Some(problem) = done.store.as_ref().and_then(|s| s.problem.as_deref()) {
-        eprintln!("note: stored codebase: {problem}");
-    }
-    if let Some(e) = embedder {
-        // The next process re-embeds nothing this one embedded.
-        if let Err(err) = completer.save_vectors(e) {
-            eprintln!("note: the key vectors were not stored ({err})");
-        }
-    }
+    store_note(done.store.as_ref());
+    save_vectors(&completer, embedder);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&done)?);
         return Ok(());
@@ -106,4 +127,20 @@ pub fn run(args: CompleteArgs) -> Result<()> {
     );
     println!("{}", done.completion);
     Ok(())
+}
+
+/// Says what went wrong with the stored codebase, if anything did.
+fn store_note(store: Option<&StoreReport>) {
+    if let Some(problem) = store.and_then(|s| s.problem.as_deref()) {
+        eprintln!("note: stored codebase: {problem}");
+    }
+}
+
+/// Stores the key vectors embedded for this cursor: the next process re-embeds none of them.
+fn save_vectors(completer: &Completer, embedder: Option<&dyn embed::Embedder>) {
+    if let Some(e) = embedder {
+        if let Err(err) = completer.save_vectors(e) {
+            eprintln!("note: the key vectors were not stored ({err})");
+        }
+    }
 }

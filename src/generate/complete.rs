@@ -240,6 +240,18 @@ impl Completer {
     ) -> Result<LineContext, CompleteError> {
         let repo = Arc::clone(&self.repo);
         let unfinished = unfinished_at(&repo, path, line)?;
+        self.prompt_unfinished(llm, embedder, path, unfinished, opts)
+    }
+
+    /// The prompt [`Completer::complete_unfinished`] would give the model, without running it.
+    pub fn prompt_unfinished(
+        &mut self,
+        llm: &dyn Llm,
+        embedder: Option<&dyn Embedder>,
+        path: &str,
+        unfinished: &str,
+        opts: &CompleteOptions,
+    ) -> Result<LineContext, CompleteError> {
         let p = self.prepare(embedder, path, unfinished, opts)?;
         let input = LineInput {
             lang: p.lang,
@@ -255,6 +267,7 @@ impl Completer {
             retrieval: p.retrieval,
             eaid: p.external,
             codebase_ms: p.codebase_ms,
+            store: p.store,
             retrieve_ms: p.retrieve_ms,
         })
     }
@@ -375,6 +388,8 @@ pub struct LineContext {
     pub retrieval: Option<Retrieval>,
     pub eaid: Option<Eaid>,
     pub codebase_ms: f64,
+    /// What reading and writing the stored codebase did, when this cursor opened it.
+    pub store: Option<StoreReport>,
     pub retrieve_ms: f64,
 }
 
