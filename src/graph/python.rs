@@ -95,6 +95,9 @@ impl Builder<'_> {
         let kind = node.kind();
         match kind {
             "comment" => None,
+            // A string on its own (a docstring) does nothing: like a comment, no vertex. A
+            // class's docstring would otherwise sit in every slice through its body.
+            "expression_statement" if is_bare_string(node) => None,
             // Statements that failed to parse keep their parsed parts.
             "ERROR" | "module" => self.sequence(children(node), parent),
             "decorated_definition" => {
@@ -305,6 +308,14 @@ impl Builder<'_> {
 }
 
 /// The names a statement (its header, for a compound one) sets and reads.
+/// Whether an expression statement is only a string literal.
+fn is_bare_string(node: Node) -> bool {
+    matches!(
+        children(node).as_slice(),
+        [c] if matches!(c.kind(), "string" | "concatenated_string")
+    )
+}
+
 fn names(node: Node, src: &str, defs: &mut BTreeSet<String>, uses: &mut BTreeSet<String>) {
     match node.kind() {
         "function_definition" | "class_definition" => {
@@ -789,6 +800,23 @@ print(total)
         }
         assert_eq!(g.statement_at_line(7), Some(6));
         assert_eq!(g.statement_at_line(8), Some(6));
+    }
+
+    #[test]
+    fn docstrings_are_no_statements() {
+        let g = graph(
+            "class C:\n    \"\"\"Doc\n    string.\"\"\"\n    def f(self):\n        'doc'\n        x = 'a' 'b'\n        return x\n",
+        );
+        assert_eq!(
+            texts(&g),
+            ["class C:", "def f(self):", "x = 'a' 'b'", "return x"]
+        );
+        // Flow runs around them: the method's header leads to its first real statement.
+        assert!(g.edges.contains(&Edge {
+            from: 1,
+            to: 2,
+            kind: EdgeKind::ControlFlow
+        }));
     }
 
     #[test]

@@ -26,8 +26,9 @@ use crate::repo::cache::content_hash;
 use crate::repo::Repository;
 
 const FORMAT: &str = "repohop-codebase";
-/// Bump when the units, the graphs or their serialisation change.
-const VERSION: u32 = 1;
+/// Bump when the units, the graphs or their serialisation change (2: docstrings are no
+/// statements).
+const VERSION: u32 = 2;
 
 #[derive(Debug, PartialEq, Serialize, Deserialize)]
 struct Header {
