@@ -381,34 +381,23 @@ pub fn prompt_lines(
         }
         let completer = completer_for(&mut completers, cfg, &task.repo)?;
         let done = completer.prompt_line(llm, embedder, &task.file, task.line, &cfg.options);
-        let record = match done {
-            Ok(c) => PromptRecord {
-                id: task.id.clone(),
-                repo: task.repo.clone(),
-                split: task.split.clone(),
-                prompt_tokens: c.prompt_tokens,
-                snippets_shown: c.prompt.snippets_shown,
-                external_shown: c.prompt.external_shown,
-                retrieve_ms: c.retrieve_ms,
-                recall: Some(PromptRecall::of(
+        let record = PromptRecord {
+            id: task.id.clone(),
+            repo: task.repo.clone(),
+            split: task.split.clone(),
+            prompt_tokens: done.as_ref().map_or(0, |c| c.prompt_tokens),
+            snippets_shown: done.as_ref().map_or(0, |c| c.prompt.snippets_shown),
+            external_shown: done.as_ref().is_ok_and(|c| c.prompt.external_shown),
+            retrieve_ms: done.as_ref().map_or(0.0, |c| c.retrieve_ms),
+            recall: done.as_ref().ok().map(|c| {
+                PromptRecall::of(
                     &task.ground_truth,
                     &c.prompt.text,
                     c.prompt.context_offset,
                     lang_of(&task.file),
-                )),
-                error: None,
-            },
-            Err(e) => PromptRecord {
-                id: task.id.clone(),
-                repo: task.repo.clone(),
-                split: task.split.clone(),
-                prompt_tokens: 0,
-                snippets_shown: 0,
-                external_shown: false,
-                retrieve_ms: 0.0,
-                recall: None,
-                error: Some(e.to_string()),
-            },
+                )
+            }),
+            error: done.as_ref().err().map(|e| e.to_string()),
         };
         if cfg.progress && (k + 1) % 20 == 0 {
             eprintln!("[{}/{}] prompts built", k + 1, tasks.len());
