@@ -227,13 +227,37 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     ids.truncate(args.prompt_tokens);
     let mut peer = match (&resolve(&args.model)?, args.no_peer) {
         (ModelFiles::Gguf { model, .. }, false) if llm.config().arch == Arch::Qwen2 => {
-            Some(PeerQwen2::load(model)?)
+            Some(PeerQwen2::load(model, llm.device())?)
         }
         _ => None,
     };
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
     let (mut peer_prefill, mut peer_decode) = (Vec::new(), Vec::new());
+    // On a GPU with our decode kernels: the same model with them off (candle's ops) and with
+    // the kernels launched one by one instead of replayed from a graph, interleaved.
+    let variants: &[(&str, bool, bool)] = if llm.has_device_kernels() {
+        &[
+            ("candle_ops", false, false),
+            ("kernels_no_graph", true, false),
+        ]
+    } else {
+        &[]
+    };
+    let mut variant_decode = vec![Vec::new(); variants.len()];
     for run in 0..args.runs {
+        for (i, &(name, on, graphs)) in variants.iter().enumerate() {
+            llm.set_device_kernels(on, graphs);
+            let timed = llm.time_prefill_decode(&ids, args.gen_tokens);
+            llm.set_device_kernels(true, true);
+            let (_, d) = timed.with_context(|| format!("benchmark run {run} ({name})"))?;
+            variant_decode[i].push(args.gen_tokens as f64 / (d / 1e3));
+            if !args.json {
+                eprintln!(
+                    "run {run}: {name} decode {:.1} tok/s",
+                    variant_decode[i][run]
+                );
+            }
+        }
         let (p, d) = llm
             .time_prefill_decode(&ids, args.gen_tokens)
             .with_context(|| format!("benchmark run {run}"))?;
@@ -270,6 +294,19 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
             "decode_ratio": median(&decode) / d,
         })
     });
+    let device_variants: serde_json::Map<String, serde_json::Value> = variants
+        .iter()
+        .zip(&variant_decode)
+        .map(|(&(name, _, _), runs)| {
+            let d = median(runs);
+            let v = serde_json::json!({
+                "decode_tokens_per_s": d,
+                "decode_tokens_per_s_runs": runs,
+                "ours_over_this": median(&decode) / d,
+            });
+            (name.to_string(), v)
+        })
+        .collect();
     let constrained = constrained_overhead(&mut llm)?;
     let prefix = if args.hops > 0 {
         Some(prefix_savings(&mut llm, args.hops)?)
@@ -279,6 +316,9 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     let report = serde_json::json!({
         "model": args.model,
         "threads": candle_core::utils::get_num_threads(),
+        "device": format!("{:?}", llm.device().location()),
+        "device_kernels": llm.has_device_kernels(),
+        "device_variants": device_variants,
         "prompt_tokens": ids.len(),
         "generated_tokens": args.gen_tokens,
         "runs": args.runs,
@@ -303,6 +343,9 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
             args.runs
         );
         println!("peer: {}", report["peer"]);
+        if !variants.is_empty() {
+            println!("our GPU kernels against: {}", report["device_variants"]);
+        }
         println!("constrained decoding: {}", report["constrained"]);
         println!("prefix cache: {}", report["prefix_cache"]);
     }
@@ -493,29 +536,27 @@ fn prefix_savings(llm: &mut CandleLlm, hops: usize) -> Result<serde_json::Value>
     }))
 }
 
-/// The peer: candle-transformers' own Qwen2 GGUF model, timed the same way as ours.
-struct PeerQwen2(quantized_qwen2::ModelWeights);
+/// The peer: candle-transformers' own Qwen2 GGUF model on the same device, timed the same
+/// way as ours.
+struct PeerQwen2(quantized_qwen2::ModelWeights, Device);
 
 impl PeerQwen2 {
-    fn load(path: &std::path::Path) -> Result<Self> {
+    fn load(path: &std::path::Path, device: &Device) -> Result<Self> {
         let mut file = std::fs::File::open(path)?;
         let content = gguf_file::Content::read(&mut file)?;
-        Ok(Self(quantized_qwen2::ModelWeights::from_gguf(
-            content,
-            &mut file,
-            &Device::Cpu,
-        )?))
+        let model = quantized_qwen2::ModelWeights::from_gguf(content, &mut file, device)?;
+        Ok(Self(model, device.clone()))
     }
 
     fn time_prefill_decode(&mut self, ids: &[u32], new_tokens: usize) -> Result<(f64, f64)> {
         self.0.clear_kv_cache();
         let start = std::time::Instant::now();
-        let input = Tensor::new(ids, &Device::Cpu)?.unsqueeze(0)?;
+        let input = Tensor::new(ids, &self.1)?.unsqueeze(0)?;
         let mut logits: Vec<f32> = self.0.forward(&input, 0)?.flatten_all()?.to_vec1()?;
         let prefill = start.elapsed().as_secs_f64() * 1e3;
         let start = std::time::Instant::now();
         for i in 0..new_tokens {
-            let input = Tensor::new(&[argmax(&logits)], &Device::Cpu)?.unsqueeze(0)?;
+            let input = Tensor::new(&[argmax(&logits)], &self.1)?.unsqueeze(0)?;
             logits = self
                 .0
                 .forward(&input, ids.len() + i)?

@@ -29,6 +29,20 @@ pub enum Cmd {
         /// Model aliases; default: every fetched model.
         aliases: Vec<String>,
     },
+    /// Write a model with another's layout but random weights (same metadata, tokenizer
+    /// vocabulary, tensor names, shapes and block types), for speed checks where the real
+    /// weights cannot be copied: only the GGUF header of `--like` is read, so a file cut after
+    /// its header will do. Its text is noise.
+    Synth {
+        /// A GGUF model, or its first bytes up to the end of the header.
+        #[arg(long, value_name = "GGUF")]
+        like: std::path::PathBuf,
+        /// Folder to write `model.gguf` into (with the `tokenizer.json` beside `--like`, if any).
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
 }
 
 pub fn run(cmd: Cmd) -> Result<()> {
@@ -52,6 +66,7 @@ pub fn run(cmd: Cmd) -> Result<()> {
             Ok(())
         }
         Cmd::List { json } => list(json),
+        Cmd::Synth { like, out, seed } => synth(&like, &out, seed),
         Cmd::Verify { aliases } => {
             let dir = models::models_dir();
             let specs = if aliases.is_empty() {
@@ -73,6 +88,41 @@ pub fn run(cmd: Cmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn synth(like: &std::path::Path, out: &std::path::Path, seed: u64) -> Result<()> {
+    use anyhow::Context;
+    use repohop::llm::synth;
+    let mut file = std::fs::File::open(like).with_context(|| format!("open {}", like.display()))?;
+    let (content, specs) = synth::layout_of(&mut file)
+        .with_context(|| format!("read the GGUF header of {}", like.display()))?;
+    std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+    let metadata: Vec<(&str, &candle_core::quantized::gguf_file::Value)> = content
+        .metadata
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    let target = out.join("model.gguf");
+    // Written beside the target, then renamed: a cut-off run leaves no half model.
+    let part = out.join("model.gguf.part");
+    {
+        let file =
+            std::fs::File::create(&part).with_context(|| format!("create {}", part.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        synth::write_random(&mut w, &metadata, &specs, seed)?;
+        std::io::Write::flush(&mut w)?;
+    }
+    std::fs::rename(&part, &target)?;
+    let tokenizer = like.with_file_name("tokenizer.json");
+    if tokenizer.is_file() {
+        std::fs::copy(&tokenizer, out.join("tokenizer.json"))?;
+    }
+    eprintln!(
+        "wrote {} ({} tensors, random weights)",
+        target.display(),
+        specs.len()
+    );
+    Ok(())
 }
 
 fn lookup(aliases: &[String]) -> Result<Vec<&'static ModelSpec>> {

@@ -280,6 +280,16 @@ impl CandleLlm {
         self.model.device()
     }
 
+    /// Whether decode steps run through our CUDA kernels (see [`QwenModel::has_device_kernels`]).
+    pub fn has_device_kernels(&self) -> bool {
+        self.model.has_device_kernels()
+    }
+
+    /// See [`QwenModel::set_device_kernels`].
+    pub fn set_device_kernels(&mut self, on: bool, graphs: bool) {
+        self.model.set_device_kernels(on, graphs);
+    }
+
     pub fn config(&self) -> &QwenConfig {
         self.model.config()
     }

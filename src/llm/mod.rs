@@ -14,6 +14,8 @@
 
 mod chat;
 mod constraint;
+#[cfg(feature = "cuda")]
+mod cuda_decode;
 mod engine;
 mod kernels;
 mod linear;
@@ -23,6 +25,7 @@ pub mod qwen;
 mod remote;
 mod sample;
 mod shared;
+pub mod synth;
 mod token_bytes;
 
 pub use chat::{chatml, fim_prompt, Message, Role};

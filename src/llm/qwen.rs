@@ -284,6 +284,11 @@ pub struct QwenModel {
     /// The keys and values of [`QwenModel::forward`]'s sequence.
     kv: KvCache,
     device: Device,
+    /// Decode steps through our CUDA kernels and a captured graph, where the weights allow.
+    #[cfg(feature = "cuda")]
+    cuda: Option<super::cuda_decode::CudaDecoder>,
+    /// Whether one-token steps on a GPU take `cuda` (else candle's ops).
+    device_kernels: bool,
 }
 
 /// Positions the rotary tables are first made for; they grow as the KV cache does.
@@ -615,6 +620,8 @@ impl QwenModel {
         device: &Device,
     ) -> candle_core::Result<Self> {
         let (cos, sin) = rope_tables(&config, config.context_length.min(ROPE_INITIAL), device)?;
+        #[cfg(feature = "cuda")]
+        let cuda = cuda_decoder(&config, &embed, &layers, &norm, &lm_head, device)?;
         Ok(Self {
             config,
             embed,
@@ -625,7 +632,32 @@ impl QwenModel {
             sin,
             kv: KvCache::default(),
             device: device.clone(),
+            #[cfg(feature = "cuda")]
+            cuda,
+            device_kernels: true,
         })
+    }
+
+    /// Whether one-token decode steps run through our CUDA kernels: the model is on a GPU and
+    /// its matrices are all Q4_K / Q6_K (else candle's ops run them).
+    pub fn has_device_kernels(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return self.cuda.is_some();
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
+    /// Turns our CUDA decode kernels off (candle's ops then run every step, as before) or
+    /// back on; with `graphs` off the kernels are launched one by one instead of replayed
+    /// from a captured graph. For comparisons; both default to on.
+    pub fn set_device_kernels(&mut self, on: bool, graphs: bool) {
+        self.device_kernels = on;
+        #[cfg(feature = "cuda")]
+        if let Some(d) = &mut self.cuda {
+            d.use_graph = graphs;
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = graphs;
     }
 
     /// The model's shape (validated at load).
@@ -791,6 +823,30 @@ impl QwenModel {
             let [kv] = caches else {
                 candle_core::bail!("a batch of sequences runs on the CPU only");
             };
+            #[cfg(feature = "cuda")]
+            if n == 1 && self.device_kernels {
+                if let Some(dec) = &mut self.cuda {
+                    let (kvh, hd) = (self.config.num_kv_heads, self.config.head_dim);
+                    let pos = kv.len();
+                    let mut ptrs = Vec::with_capacity(layers);
+                    let mut capacity = usize::MAX;
+                    for li in 0..layers {
+                        let (k, v) = reserve_device_kv(
+                            kv.layer(li, layers),
+                            &self.device,
+                            kvh,
+                            hd,
+                            pos,
+                            pos + 1,
+                        )?;
+                        capacity = capacity.min(k.dim(2)?);
+                        ptrs.push(super::cuda_decode::kv_ptrs(k, v)?);
+                    }
+                    let logits = dec.step(tokens[0], pos, &ptrs, capacity)?;
+                    kv.len += 1;
+                    return Ok(logits);
+                }
+            }
             let pos = kv.len();
             let cos = self.cos.narrow(0, pos, n)?;
             let sin = self.sin.narrow(0, pos, n)?;
@@ -863,6 +919,56 @@ impl QwenModel {
         }
         Tensor::from_vec(m, (groups * n, total), &self.device)
     }
+}
+
+/// Our CUDA decode step over the model's weights, where the device and weights allow it.
+#[cfg(feature = "cuda")]
+fn cuda_decoder(
+    config: &QwenConfig,
+    embed: &Tensor,
+    layers: &[Layer],
+    norm: &Tensor,
+    lm_head: &Weight,
+    device: &Device,
+) -> candle_core::Result<Option<super::cuda_decode::CudaDecoder>> {
+    use super::cuda_decode::{CudaDecoder, LayerRefs, Shape};
+    let refs: Vec<LayerRefs> = layers
+        .iter()
+        .map(|l| LayerRefs {
+            attn_norm: &l.attn_norm,
+            q: &l.q,
+            k: &l.k,
+            v: &l.v,
+            o: &l.o,
+            q_bias: l.q_bias.as_ref(),
+            k_bias: l.k_bias.as_ref(),
+            v_bias: l.v_bias.as_ref(),
+            q_norm: l.q_norm.as_ref(),
+            k_norm: l.k_norm.as_ref(),
+            ffn_norm: &l.ffn_norm,
+            gate: &l.gate,
+            up: &l.up,
+            down: &l.down,
+        })
+        .collect();
+    let shape = Shape {
+        hidden: config.hidden_size,
+        heads: config.num_heads,
+        kv_heads: config.num_kv_heads,
+        head_dim: config.head_dim,
+        ffn: config.intermediate_size,
+        vocab: config.vocab_size,
+        eps: config.rms_norm_eps as f32,
+    };
+    CudaDecoder::new(
+        device,
+        shape,
+        config.rope_theta,
+        embed,
+        &refs,
+        norm,
+        lm_head,
+    )
 }
 
 type Guard<'a> = (candle_core::StorageRef<'a>, &'a candle_core::Layout);
@@ -1020,14 +1126,16 @@ fn host_kv(slot: &mut Option<KvBuffer>, kvh: usize, hd: usize) -> candle_core::R
     }
 }
 
-/// Writes `k`, `v` (`(1, kvh, n, hd)`) at `pos` of `slot`, growing the buffers geometrically.
-fn append_kv(
-    slot: &mut Option<KvBuffer>,
-    k: &Tensor,
-    v: &Tensor,
+/// Makes `slot` hold device buffers of at least `total` positions, keeping the first `pos`
+/// (growing geometrically), and returns them.
+fn reserve_device_kv<'a>(
+    slot: &'a mut Option<KvBuffer>,
+    device: &Device,
+    kvh: usize,
+    hd: usize,
     pos: usize,
     total: usize,
-) -> candle_core::Result<()> {
+) -> candle_core::Result<(&'a Tensor, &'a Tensor)> {
     let old = match &*slot {
         Some(KvBuffer::Device { k, v }) => Some((k, v)),
         _ => None,
@@ -1035,9 +1143,8 @@ fn append_kv(
     let cap = old.map(|(k, _)| k.dim(2)).transpose()?.unwrap_or(0);
     if total > cap {
         let new_cap = total.max(cap * 2).max(64);
-        let (_, kvh, _, hd) = k.dims4()?;
-        let nk = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
-        let nv = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, k.device())?;
+        let nk = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, device)?;
+        let nv = Tensor::zeros((1, kvh, new_cap, hd), DType::F32, device)?;
         if let Some((ok, ov)) = old {
             if pos > 0 {
                 nk.slice_set(&ok.narrow(2, 0, pos)?.contiguous()?, 2, 0)?;
@@ -1046,10 +1153,24 @@ fn append_kv(
         }
         *slot = Some(KvBuffer::Device { k: nk, v: nv });
     }
-    if let Some(KvBuffer::Device { k: kb, v: vb }) = &*slot {
-        kb.slice_set(k, 2, pos)?;
-        vb.slice_set(v, 2, pos)?;
+    match &*slot {
+        Some(KvBuffer::Device { k, v }) => Ok((k, v)),
+        _ => candle_core::bail!("KV buffer missing after growth"),
     }
+}
+
+/// Writes `k`, `v` (`(1, kvh, n, hd)`) at `pos` of `slot`, growing the buffers geometrically.
+fn append_kv(
+    slot: &mut Option<KvBuffer>,
+    k: &Tensor,
+    v: &Tensor,
+    pos: usize,
+    total: usize,
+) -> candle_core::Result<()> {
+    let (_, kvh, _, hd) = k.dims4()?;
+    let (kb, vb) = reserve_device_kv(slot, k.device(), kvh, hd, pos, total)?;
+    kb.slice_set(k, 2, pos)?;
+    vb.slice_set(v, 2, pos)?;
     Ok(())
 }
 

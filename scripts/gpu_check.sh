@@ -1,0 +1,45 @@
+#!/bin/bash
+# The GPU checks, on a machine with an NVIDIA GPU, from binaries of a `cuda` release build made
+# elsewhere (a lent GPU machine has no registry to build from):
+#   - tests/llm_cuda.rs (our decode kernels against candle's ops, graph replay, the CPU) and
+#     tests/llm_tiny.rs (the reference models) on GPU 0, failing if no GPU is found;
+#   - `repohop bench llm` on a model of the 1.5B model's layout with random weights (`repohop
+#     models synth`: only the GGUF header and tokenizer.json travel), at two prompt lengths.
+#
+# Usage: scripts/gpu_check.sh DIR OUT
+#   DIR: repohop, llm_cuda, llm_tiny (each plain or .xz), header.gguf (the model's first bytes,
+#        up to the end of its header) and tokenizer.json. OUT: where the logs and JSON go.
+set -uo pipefail
+DIR=$(realpath "${1:?usage: $0 DIR OUT}")
+OUT=$(realpath "${2:?usage: $0 DIR OUT}")
+for f in "$DIR"/*.xz; do
+  [ -e "$f" ] || continue
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    "$f" "${f%.xz}" && chmod +x "${f%.xz}"
+done
+# CUDA 13 libraries (cuBLAS, cuRAND, NVRTC, cudart): a cu13 PyTorch's, where the environment has none.
+NV=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
+export LD_LIBRARY_PATH=${NV:+$NV:}/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+# The test binaries read their fixtures from the folder they were built in.
+ROOT=$(sed -n 's/^root=//p' "$DIR/built_at" 2>/dev/null)
+if [ -n "$ROOT" ] && [ ! -e "$ROOT" ]; then mkdir -p "$(dirname "$ROOT")" && ln -s "$PWD" "$ROOT"; fi
+export REPOHOP_REQUIRE_GPU=1
+"$DIR/llm_cuda" --nocapture --test-threads 1 > "$OUT/llm_cuda.log" 2>&1; echo "llm_cuda: exit $?"
+"$DIR/llm_tiny" --test-threads 1 > "$OUT/llm_tiny.log" 2>&1; echo "llm_tiny: exit $?"
+tail -n 4 "$OUT/llm_cuda.log" "$OUT/llm_tiny.log"
+grep -h "max abs diff" "$OUT/llm_cuda.log"
+"$DIR/repohop" models synth --like "$DIR/header.gguf" --out /tmp/synth || exit 1
+for n in 512 2048; do
+  "$DIR/repohop" bench llm --model /tmp/synth/model.gguf --runs 3 --prompt-tokens $n \
+    --gen-tokens 128 --hops 0 --json > "$OUT/bench-$n.json" 2> "$OUT/bench-$n.err"
+  echo "bench $n: exit $?"
+  python3 - "$OUT/bench-$n.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print({k: r.get(k) for k in ("device", "device_kernels", "prompt_tokens", "prefill_tokens_per_s", "decode_tokens_per_s")})
+print("peer:", {k: (r["peer"] or {}).get(k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "decode_ratio")})
+for name, v in (r.get("device_variants") or {}).items():
+    print(name, round(v["decode_tokens_per_s"], 1), "ours/this", round(v["ours_over_this"], 2))
+PY
+done
