@@ -53,9 +53,31 @@ __device__ __forceinline__ void q4k_scale_min(const uint8_t* s, int j, int* sc, 
     }
 }
 
-__device__ __forceinline__ float q4k_lane(const uint8_t* blk, const float* x, int t) {
-    const int j = t >> 1;          // 64-weight group 0..3
-    const int half = (t & 1) * 16; // first or second 16 of the group's 32 bytes
+// The 32 activations a lane multiplies in one Q4_K super-block, with their two sums (for the
+// mins), loaded once and used for every row the warp takes.
+struct XQ4 {
+    float a[16], b[16];
+    float sa, sb;
+};
+
+__device__ __forceinline__ void q4k_x(const float* x, int t, XQ4& v) {
+    const int j = t >> 1, half = (t & 1) * 16;
+    const float* xl = x + 64 * j + half;
+    const float* xh = xl + 32;
+    v.sa = v.sb = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; w++) {
+        const float4 a = *reinterpret_cast<const float4*>(xl + 4 * w);
+        const float4 b = *reinterpret_cast<const float4*>(xh + 4 * w);
+        v.a[4 * w] = a.x, v.a[4 * w + 1] = a.y, v.a[4 * w + 2] = a.z, v.a[4 * w + 3] = a.w;
+        v.b[4 * w] = b.x, v.b[4 * w + 1] = b.y, v.b[4 * w + 2] = b.z, v.b[4 * w + 3] = b.w;
+        v.sa += a.x + a.y + a.z + a.w;
+        v.sb += b.x + b.y + b.z + b.w;
+    }
+}
+
+__device__ __forceinline__ float q4k_dot(const uint8_t* blk, const XQ4& v, int t) {
+    const int j = t >> 1, half = (t & 1) * 16;
     const float d = half_at(blk);
     const float dmin = half_at(blk + 2);
     int sc0, m0, sc1, m1;
@@ -63,20 +85,17 @@ __device__ __forceinline__ float q4k_lane(const uint8_t* blk, const float* x, in
     q4k_scale_min(blk + 4, 2 * j + 1, &sc1, &m1);
     const uint4 packed = *reinterpret_cast<const uint4*>(blk + 16 + 32 * j + half);
     const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-    const float* xl = x + 64 * j + half;
-    const float* xh = xl + 32;
-    float lo = 0.f, hi = 0.f, xsl = 0.f, xsh = 0.f;
+    float lo = 0.f, hi = 0.f;
 #pragma unroll
     for (int w = 0; w < 4; w++) {
-        const float4 a = *reinterpret_cast<const float4*>(xl + 4 * w);
-        const float4 b = *reinterpret_cast<const float4*>(xh + 4 * w);
         const uint32_t q = words[w];
-        lo += a.x * (q & 0xF) + a.y * ((q >> 8) & 0xF) + a.z * ((q >> 16) & 0xF) + a.w * ((q >> 24) & 0xF);
-        hi += b.x * ((q >> 4) & 0xF) + b.y * ((q >> 12) & 0xF) + b.z * ((q >> 20) & 0xF) + b.w * (q >> 28);
-        xsl += a.x + a.y + a.z + a.w;
-        xsh += b.x + b.y + b.z + b.w;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo += v.a[4 * w + i] * ((q >> (8 * i)) & 0xF);
+            hi += v.b[4 * w + i] * ((q >> (8 * i + 4)) & 0xF);
+        }
     }
-    return d * (sc0 * lo + sc1 * hi) - dmin * (m0 * xsl + m1 * xsh);
+    return d * (sc0 * lo + sc1 * hi) - dmin * (m0 * v.sa + m1 * v.sb);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,56 +105,95 @@ __device__ __forceinline__ float q4k_lane(const uint8_t* blk, const float* x, in
 // Eight lanes per super-block, a lane takes 8 positions of one half.
 // ---------------------------------------------------------------------------------------------
 
-__device__ __forceinline__ float q6k_lane(const uint8_t* blk, const float* x, int t) {
+struct XQ6 {
+    float x[4][8];
+};
+
+__device__ __forceinline__ void q6k_x(const float* x, int t, XQ6& v) {
+    const float* xs = x + 128 * (t >> 2) + (t & 3) * 8;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+        const float4 a = *reinterpret_cast<const float4*>(xs + 32 * g);
+        const float4 b = *reinterpret_cast<const float4*>(xs + 32 * g + 4);
+        v.x[g][0] = a.x, v.x[g][1] = a.y, v.x[g][2] = a.z, v.x[g][3] = a.w;
+        v.x[g][4] = b.x, v.x[g][5] = b.y, v.x[g][6] = b.z, v.x[g][7] = b.w;
+    }
+}
+
+__device__ __forceinline__ float q6k_dot(const uint8_t* blk, const XQ6& v, int t) {
     const int h = t >> 2;
     const int l0 = (t & 3) * 8;
     const uint8_t* ql = blk + 64 * h;
     const uint8_t* qh = blk + 128 + 32 * h;
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + (l0 >> 4));
     const float d = half_at(blk + 208);
-    const float* xs = x + 128 * h;
     float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int l = l0 + i;
         const int a = ql[l], b = ql[l + 32], c = qh[l];
-        s0 += xs[l] * (float)(((a & 0xF) | ((c & 3) << 4)) - 32);
-        s1 += xs[l + 32] * (float)(((b & 0xF) | (((c >> 2) & 3) << 4)) - 32);
-        s2 += xs[l + 64] * (float)(((a >> 4) | (((c >> 4) & 3) << 4)) - 32);
-        s3 += xs[l + 96] * (float)(((b >> 4) | (((c >> 6) & 3) << 4)) - 32);
+        s0 += v.x[0][i] * (float)(((a & 0xF) | ((c & 3) << 4)) - 32);
+        s1 += v.x[1][i] * (float)(((b & 0xF) | (((c >> 2) & 3) << 4)) - 32);
+        s2 += v.x[2][i] * (float)(((a >> 4) | (((c >> 4) & 3) << 4)) - 32);
+        s3 += v.x[3][i] * (float)(((b >> 4) | (((c >> 6) & 3) << 4)) - 32);
     }
     return d * (sc[0] * s0 + sc[2] * s1 + sc[4] * s2 + sc[6] * s3);
 }
 
 // y[r] = (accumulate ? y[r] : 0) + bias[r] + W[r] · x for rows r < n of a (n, k) matrix,
-// k a multiple of 256. blockDim = 128: a warp per row.
-template <int BYTES, float (*LANE)(const uint8_t*, const float*, int)>
+// k a multiple of 256. blockDim = 128: each warp takes R consecutive rows, sharing the
+// activations it loads between them (R = 4 for tall matrices: the FFN, the output head).
+template <int BYTES, typename X, void (*LOADX)(const float*, int, X&),
+          float (*DOT)(const uint8_t*, const X&, int), int R>
 __device__ __forceinline__ void matvec(const uint8_t* w, const float* x, const float* bias,
                                        float* y, int n, int k, int accumulate) {
     const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * MV_ROWS + (threadIdx.x >> 5);
-    if (row >= n) return;
+    const int row0 = (blockIdx.x * MV_ROWS + (threadIdx.x >> 5)) * R;
+    if (row0 >= n) return;
     const int blocks = k / 256;
-    const uint8_t* base = w + (size_t)row * blocks * BYTES;
+    const size_t row_bytes = (size_t)blocks * BYTES;
     const int slot = lane >> 3, t = lane & 7;
-    float acc = 0.f;
-    for (int b = slot; b < blocks; b += 4) acc += LANE(base + (size_t)b * BYTES, x + 256 * b, t);
-    acc = warp_sum(acc);
-    if (lane == 0) {
-        if (bias) acc += bias[row];
-        if (accumulate) acc += y[row];
-        y[row] = acc;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.f;
+    for (int b = slot; b < blocks; b += 4) {
+        X v;
+        LOADX(x + 256 * b, t, v);
+        const uint8_t* blk = w + (size_t)row0 * row_bytes + (size_t)b * BYTES;
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (row0 + r < n) acc[r] += DOT(blk + r * row_bytes, v, t);
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const float s = warp_sum(acc[r]);
+        if (lane == 0 && row0 + r < n) {
+            float out = s;
+            if (bias) out += bias[row0 + r];
+            if (accumulate) out += y[row0 + r];
+            y[row0 + r] = out;
+        }
     }
 }
 
 extern "C" __global__ void matvec_q4k(const uint8_t* w, const float* x, const float* bias,
                                       float* y, int n, int k, int accumulate) {
-    matvec<144, q4k_lane>(w, x, bias, y, n, k, accumulate);
+    matvec<144, XQ4, q4k_x, q4k_dot, 1>(w, x, bias, y, n, k, accumulate);
+}
+
+extern "C" __global__ void matvec_q4k_r4(const uint8_t* w, const float* x, const float* bias,
+                                         float* y, int n, int k, int accumulate) {
+    matvec<144, XQ4, q4k_x, q4k_dot, 4>(w, x, bias, y, n, k, accumulate);
 }
 
 extern "C" __global__ void matvec_q6k(const uint8_t* w, const float* x, const float* bias,
                                       float* y, int n, int k, int accumulate) {
-    matvec<210, q6k_lane>(w, x, bias, y, n, k, accumulate);
+    matvec<210, XQ6, q6k_x, q6k_dot, 1>(w, x, bias, y, n, k, accumulate);
+}
+
+extern "C" __global__ void matvec_q6k_r4(const uint8_t* w, const float* x, const float* bias,
+                                         float* y, int n, int k, int accumulate) {
+    matvec<210, XQ6, q6k_x, q6k_dot, 4>(w, x, bias, y, n, k, accumulate);
 }
 
 // The token's row of the embedding table (f16 or f32) into x.

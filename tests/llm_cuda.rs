@@ -17,8 +17,9 @@ const HIDDEN: usize = 256;
 const HEADS: usize = 4;
 const KV_HEADS: usize = 2;
 const HEAD_DIM: usize = 64;
-const FFN: usize = 512;
-const VOCAB: usize = 512;
+// Past 4,224 rows the mat-vecs take four rows a warp: the FFN and the output head do here.
+const FFN: usize = 4608;
+const VOCAB: usize = 4608;
 const LAYERS: usize = 2;
 
 fn spec(name: &str, dims: &[usize], dtype: GgmlDType) -> TensorSpec {
@@ -186,7 +187,7 @@ fn our_decode_step_matches_candles_ops_on_the_gpu() {
             .map(|(a, b)| max_abs_diff(a, b))
             .fold(0.0, f32::max);
         assert!(
-            cpu_worst <= 3e-2 * scale.max(1.0),
+            cpu_worst <= 6e-2 * scale.max(1.0),
             "{arch}: CPU differs by {cpu_worst}"
         );
         eprintln!(

@@ -19,6 +19,9 @@ const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/decode.ptx"));
 const MODULE: &str = "repohop_decode";
 /// Threads of a mat-vec block: a warp per row (`MV_ROWS` in the kernel).
 const MV_ROWS: u32 = 4;
+/// Rows from which a mat-vec takes four rows a warp (`matvec_*_r4`): 16 rows a block, still
+/// two blocks for each of an H100/H200's 132 multiprocessors.
+const WIDE_ROWS: usize = 4224;
 /// Warps of an attention split block (`ATT_WARPS`).
 const ATT_THREADS: u32 = 128;
 
@@ -110,6 +113,8 @@ pub(crate) struct Shape {
 struct Funcs {
     q4k: CudaFunction,
     q6k: CudaFunction,
+    q4k_r4: CudaFunction,
+    q6k_r4: CudaFunction,
     embed: CudaFunction,
     rms: CudaFunction,
     rope: CudaFunction,
@@ -291,6 +296,8 @@ impl CudaDecoder {
         let funcs = Funcs {
             q4k: load("matvec_q4k")?,
             q6k: load("matvec_q6k")?,
+            q4k_r4: load("matvec_q4k_r4")?,
+            q6k_r4: load("matvec_q6k_r4")?,
             embed: load("embed_row")?,
             rms: load("rms_norm")?,
             rope: load("rope_append")?,
@@ -536,9 +543,13 @@ impl CudaDecoder {
 
     /// `y = W·x + bias` (bias 0: none), or `y += W·x` with `accumulate`.
     fn matvec(&self, m: Mat, x: u64, bias: u64, y: u64, accumulate: bool) -> Result<()> {
-        let f = match m.quant {
-            Quant::Q4K => &self.funcs.q4k,
-            Quant::Q6K => &self.funcs.q6k,
+        // Four rows a warp where there are rows enough to keep every multiprocessor busy.
+        let wide = m.n >= WIDE_ROWS;
+        let f = match (m.quant, wide) {
+            (Quant::Q4K, false) => &self.funcs.q4k,
+            (Quant::Q6K, false) => &self.funcs.q6k,
+            (Quant::Q4K, true) => &self.funcs.q4k_r4,
+            (Quant::Q6K, true) => &self.funcs.q6k_r4,
         };
         let (n, k, acc) = (m.n as i32, m.k as i32, i32::from(accumulate));
         let mut b = self.stream.launch_builder(f);
@@ -549,15 +560,17 @@ impl CudaDecoder {
             .arg(&n)
             .arg(&k)
             .arg(&acc);
-        let blocks = m.n.div_ceil(MV_ROWS as usize) as u32;
+        let rows_per_block = MV_ROWS as usize * if wide { 4 } else { 1 };
+        let blocks = m.n.div_ceil(rows_per_block) as u32;
         launch(b, cfg((blocks, 1), 32 * MV_ROWS))?;
         Ok(())
     }
 }
 
-/// Attention splits for a KV capacity: chunks of at least 64 keys, at most 256 splits.
+/// Attention splits for a KV capacity: chunks of at least 16 keys (4 a warp: a warp's keys
+/// run one after another), at most 256 splits.
 fn attn_splits(capacity: usize) -> usize {
-    let chunk = 64usize.max(capacity.div_ceil(256));
+    let chunk = 16usize.max(capacity.div_ceil(256));
     capacity.div_ceil(chunk).max(1)
 }
 
