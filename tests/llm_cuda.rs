@@ -5,94 +5,14 @@
 //! they say so and pass, unless `REPOHOP_REQUIRE_GPU` is set (then they fail).
 #![cfg(feature = "cuda")]
 
+mod synth_model;
 mod test_device;
 
-use candle_core::quantized::{gguf_file, GgmlDType};
+use candle_core::quantized::gguf_file;
 use candle_core::Device;
 use repohop::llm::qwen::{argmax, QwenModel};
-use repohop::llm::synth::{write_random, TensorSpec};
+use synth_model::{random_model, VOCAB};
 use test_device::test_device;
-
-const HIDDEN: usize = 256;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HEAD_DIM: usize = 64;
-// Past 4,224 rows the mat-vecs take four rows a warp: the FFN and the output head do here.
-const FFN: usize = 4608;
-const VOCAB: usize = 4608;
-const LAYERS: usize = 2;
-
-fn spec(name: &str, dims: &[usize], dtype: GgmlDType) -> TensorSpec {
-    TensorSpec {
-        name: name.into(),
-        dims: dims.to_vec(),
-        dtype,
-    }
-}
-
-/// A random GGUF of `arch` (qwen2: biases; qwen3: per-head q/k norms), written to a temp file.
-fn random_model(arch: &str) -> tempfile::NamedTempFile {
-    use gguf_file::Value;
-    let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
-    let mut specs = vec![
-        spec("token_embd.weight", &[VOCAB, HIDDEN], GgmlDType::Q4K),
-        spec("output_norm.weight", &[HIDDEN], GgmlDType::F32),
-        spec("output.weight", &[VOCAB, HIDDEN], GgmlDType::Q6K),
-    ];
-    for l in 0..LAYERS {
-        let b = |s: &str| format!("blk.{l}.{s}");
-        specs.extend([
-            spec(&b("attn_norm.weight"), &[HIDDEN], GgmlDType::F32),
-            spec(&b("attn_q.weight"), &[q, HIDDEN], GgmlDType::Q4K),
-            spec(&b("attn_k.weight"), &[kv, HIDDEN], GgmlDType::Q4K),
-            // As in the 1.5B model: some layers' V and down projections are Q6_K.
-            spec(
-                &b("attn_v.weight"),
-                &[kv, HIDDEN],
-                [GgmlDType::Q6K, GgmlDType::Q4K][l % 2],
-            ),
-            spec(&b("attn_output.weight"), &[HIDDEN, q], GgmlDType::Q4K),
-            spec(&b("ffn_norm.weight"), &[HIDDEN], GgmlDType::F32),
-            spec(&b("ffn_gate.weight"), &[FFN, HIDDEN], GgmlDType::Q4K),
-            spec(&b("ffn_up.weight"), &[FFN, HIDDEN], GgmlDType::Q4K),
-            spec(
-                &b("ffn_down.weight"),
-                &[HIDDEN, FFN],
-                [GgmlDType::Q6K, GgmlDType::Q4K][l % 2],
-            ),
-        ]);
-        if arch == "qwen2" {
-            specs.extend([
-                spec(&b("attn_q.bias"), &[q], GgmlDType::F32),
-                spec(&b("attn_k.bias"), &[kv], GgmlDType::F32),
-                spec(&b("attn_v.bias"), &[kv], GgmlDType::F32),
-            ]);
-        } else {
-            specs.extend([
-                spec(&b("attn_q_norm.weight"), &[HEAD_DIM], GgmlDType::F32),
-                spec(&b("attn_k_norm.weight"), &[HEAD_DIM], GgmlDType::F32),
-            ]);
-        }
-    }
-    let u = |v: usize| Value::U32(v as u32);
-    let key = |k: &str| format!("{arch}.{k}");
-    let metadata: Vec<(String, Value)> = vec![
-        ("general.architecture".into(), Value::String(arch.into())),
-        (key("block_count"), u(LAYERS)),
-        (key("context_length"), u(4096)),
-        (key("embedding_length"), u(HIDDEN)),
-        (key("feed_forward_length"), u(FFN)),
-        (key("attention.head_count"), u(HEADS)),
-        (key("attention.head_count_kv"), u(KV_HEADS)),
-        (key("attention.key_length"), u(HEAD_DIM)),
-        (key("rope.freq_base"), Value::F32(1e6)),
-        (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
-    ];
-    let md: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let mut file = tempfile::NamedTempFile::new().unwrap();
-    write_random(file.as_file_mut(), &md, &specs, 7).unwrap();
-    file
-}
 
 fn load(file: &tempfile::NamedTempFile, device: &Device) -> QwenModel {
     let mut f = std::fs::File::open(file.path()).unwrap();

@@ -37,7 +37,8 @@ pub enum Cmd {
         /// A GGUF model, or its first bytes up to the end of the header.
         #[arg(long, value_name = "GGUF")]
         like: std::path::PathBuf,
-        /// Folder to write `model.gguf` into (with the `tokenizer.json` beside `--like`, if any).
+        /// Folder to write `model.gguf` into (with the `tokenizer.json` beside `--like`, if any);
+        /// it must hold no `model.gguf` yet.
         #[arg(long, value_name = "DIR")]
         out: std::path::PathBuf,
         #[arg(long, default_value_t = 0)]
@@ -97,20 +98,34 @@ fn synth(like: &std::path::Path, out: &std::path::Path, seed: u64) -> Result<()>
     let (content, specs) = synth::layout_of(&mut file)
         .with_context(|| format!("read the GGUF header of {}", like.display()))?;
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
-    let metadata: Vec<(&str, &candle_core::quantized::gguf_file::Value)> = content
+    // In key order: one seed, one file.
+    let mut metadata: Vec<(&str, &candle_core::quantized::gguf_file::Value)> = content
         .metadata
         .iter()
         .map(|(k, v)| (k.as_str(), v))
         .collect();
+    metadata.sort_by_key(|(k, _)| *k);
     let target = out.join("model.gguf");
+    // Never over a model (the real one, say): random weights would replace it.
+    if target.exists() {
+        bail!(
+            "{} exists: models synth writes only into a folder without a model.gguf",
+            target.display()
+        );
+    }
     // Written beside the target, then renamed: a cut-off run leaves no half model.
     let part = out.join("model.gguf.part");
-    {
+    let written = (|| -> Result<()> {
         let file =
             std::fs::File::create(&part).with_context(|| format!("create {}", part.display()))?;
         let mut w = std::io::BufWriter::new(file);
         synth::write_random(&mut w, &metadata, &specs, seed)?;
         std::io::Write::flush(&mut w)?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&part);
+        return Err(e.context(format!("write {}", target.display())));
     }
     std::fs::rename(&part, &target)?;
     let tokenizer = like.with_file_name("tokenizer.json");
