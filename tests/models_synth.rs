@@ -73,20 +73,11 @@ fn a_header_alone_gives_a_model_of_the_same_layout_that_runs() {
     let mut f = std::fs::File::open(original.path()).unwrap();
     let mut b = QwenModel::from_gguf(original.path(), &content, &mut f, &Device::Cpu).unwrap();
     let tokens = [1u32, 7, 42, 99];
-    let la: Vec<f32> = a
-        .forward(&tokens, false)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1()
-        .unwrap();
-    let lb: Vec<f32> = b
-        .forward(&tokens, false)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1()
-        .unwrap();
+    let logits = |m: &mut QwenModel| -> Vec<f32> {
+        let t = m.forward(&tokens, false).unwrap();
+        t.flatten_all().unwrap().to_vec1().unwrap()
+    };
+    let (la, lb) = (logits(&mut a), logits(&mut b));
     assert_eq!(la.len(), synth_model::VOCAB);
     assert!(la.iter().all(|x| x.is_finite()));
     assert_ne!(la, lb);

@@ -14,6 +14,7 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Result, Storage, Tensor};
 
 use super::linear::Weight;
+use super::qwen::Layer;
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/decode.ptx"));
 const MODULE: &str = "repohop_decode";
@@ -63,24 +64,7 @@ impl Mat {
     }
 }
 
-/// What a layer's step reads: matrices, and f32 vectors (0 where a model has none).
-pub(crate) struct LayerRefs<'a> {
-    pub attn_norm: &'a Tensor,
-    pub q: &'a Weight,
-    pub k: &'a Weight,
-    pub v: &'a Weight,
-    pub o: &'a Weight,
-    pub q_bias: Option<&'a Tensor>,
-    pub k_bias: Option<&'a Tensor>,
-    pub v_bias: Option<&'a Tensor>,
-    pub q_norm: Option<&'a Tensor>,
-    pub k_norm: Option<&'a Tensor>,
-    pub ffn_norm: &'a Tensor,
-    pub gate: &'a Weight,
-    pub up: &'a Weight,
-    pub down: &'a Weight,
-}
-
+/// A layer's addresses: matrices, and f32 vectors (0 where a model has none).
 struct LayerPtrs {
     attn_norm: u64,
     q: Mat,
@@ -245,7 +229,7 @@ impl CudaDecoder {
         shape: Shape,
         rope_theta: f64,
         embed: &Tensor,
-        layers: &[LayerRefs],
+        layers: &[Layer],
         norm: &Tensor,
         lm_head: &Weight,
     ) -> Result<Option<Self>> {
@@ -262,23 +246,23 @@ impl CudaDecoder {
         let stream = stream_of(device)?;
         let mut ptrs = Vec::with_capacity(layers.len());
         for l in layers {
-            let mats = [l.q, l.k, l.v, l.o, l.gate, l.up, l.down].map(Mat::of);
+            let mats = [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down].map(Mat::of);
             let [Some(q), Some(k), Some(v), Some(o), Some(gate), Some(up), Some(down)] = mats
             else {
                 return Ok(None);
             };
             ptrs.push(LayerPtrs {
-                attn_norm: ptr_of(l.attn_norm, &stream)?,
+                attn_norm: ptr_of(&l.attn_norm, &stream)?,
                 q,
                 k,
                 v,
                 o,
-                q_bias: opt_ptr(l.q_bias, &stream)?,
-                k_bias: opt_ptr(l.k_bias, &stream)?,
-                v_bias: opt_ptr(l.v_bias, &stream)?,
-                q_norm: opt_ptr(l.q_norm, &stream)?,
-                k_norm: opt_ptr(l.k_norm, &stream)?,
-                ffn_norm: ptr_of(l.ffn_norm, &stream)?,
+                q_bias: opt_ptr(l.q_bias.as_ref(), &stream)?,
+                k_bias: opt_ptr(l.k_bias.as_ref(), &stream)?,
+                v_bias: opt_ptr(l.v_bias.as_ref(), &stream)?,
+                q_norm: opt_ptr(l.q_norm.as_ref(), &stream)?,
+                k_norm: opt_ptr(l.k_norm.as_ref(), &stream)?,
+                ffn_norm: ptr_of(&l.ffn_norm, &stream)?,
                 gate,
                 up,
                 down,

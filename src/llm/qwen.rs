@@ -254,21 +254,22 @@ impl KvCache {
     }
 }
 
-struct Layer {
-    attn_norm: Tensor,
-    q: Weight,
-    k: Weight,
-    v: Weight,
-    o: Weight,
-    q_bias: Option<Tensor>,
-    k_bias: Option<Tensor>,
-    v_bias: Option<Tensor>,
-    q_norm: Option<Tensor>,
-    k_norm: Option<Tensor>,
-    ffn_norm: Tensor,
-    gate: Weight,
-    up: Weight,
-    down: Weight,
+/// One decoder layer's weights (read by the CUDA decode step too).
+pub(super) struct Layer {
+    pub(super) attn_norm: Tensor,
+    pub(super) q: Weight,
+    pub(super) k: Weight,
+    pub(super) v: Weight,
+    pub(super) o: Weight,
+    pub(super) q_bias: Option<Tensor>,
+    pub(super) k_bias: Option<Tensor>,
+    pub(super) v_bias: Option<Tensor>,
+    pub(super) q_norm: Option<Tensor>,
+    pub(super) k_norm: Option<Tensor>,
+    pub(super) ffn_norm: Tensor,
+    pub(super) gate: Weight,
+    pub(super) up: Weight,
+    pub(super) down: Weight,
 }
 
 pub struct QwenModel {
@@ -931,27 +932,7 @@ fn cuda_decoder(
     lm_head: &Weight,
     device: &Device,
 ) -> candle_core::Result<Option<super::cuda_decode::CudaDecoder>> {
-    use super::cuda_decode::{CudaDecoder, LayerRefs, Shape};
-    let refs: Vec<LayerRefs> = layers
-        .iter()
-        .map(|l| LayerRefs {
-            attn_norm: &l.attn_norm,
-            q: &l.q,
-            k: &l.k,
-            v: &l.v,
-            o: &l.o,
-            q_bias: l.q_bias.as_ref(),
-            k_bias: l.k_bias.as_ref(),
-            v_bias: l.v_bias.as_ref(),
-            q_norm: l.q_norm.as_ref(),
-            k_norm: l.k_norm.as_ref(),
-            ffn_norm: &l.ffn_norm,
-            gate: &l.gate,
-            up: &l.up,
-            down: &l.down,
-        })
-        .collect();
-    let shape = Shape {
+    let shape = super::cuda_decode::Shape {
         hidden: config.hidden_size,
         heads: config.num_heads,
         kv_heads: config.num_kv_heads,
@@ -960,12 +941,12 @@ fn cuda_decoder(
         vocab: config.vocab_size,
         eps: config.rms_norm_eps as f32,
     };
-    CudaDecoder::new(
+    super::cuda_decode::CudaDecoder::new(
         device,
         shape,
         config.rope_theta,
         embed,
-        &refs,
+        layers,
         norm,
         lm_head,
     )
