@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::line::{first_shown_line, line_prompt, LinePrompt};
+use super::line::{line_prompt, LinePrompt};
 use crate::embed::Embedder;
 use crate::graph::SliceLimits;
 use crate::index::vectors::IndexError;
@@ -252,7 +252,7 @@ impl Completer {
         unfinished: &str,
         opts: &CompleteOptions,
     ) -> Result<LineContext, CompleteError> {
-        let p = self.prepare(llm, embedder, path, unfinished, opts)?;
+        let p = self.prepare(embedder, path, unfinished, opts)?;
         let input = LineInput {
             lang: p.lang,
             unfinished,
@@ -283,7 +283,7 @@ impl Completer {
         unfinished: &str,
         opts: &CompleteOptions,
     ) -> Result<LineCompletion, CompleteError> {
-        let mut p = self.prepare(llm, embedder, path, unfinished, opts)?;
+        let mut p = self.prepare(embedder, path, unfinished, opts)?;
         let line = LineInput {
             lang: p.lang,
             unfinished,
@@ -325,7 +325,6 @@ impl Completer {
     /// retrieval and its imported entities.
     fn prepare(
         &mut self,
-        llm: &dyn Llm,
         embedder: Option<&dyn Embedder>,
         path: &str,
         unfinished: &str,
@@ -357,13 +356,7 @@ impl Completer {
         let cursor_line = unfinished.lines().count() + 1;
 
         let started = Instant::now();
-        let mut cursor = codebase.map(|c| c.cursor(path, unfinished));
-        if let Some(c) = &mut cursor {
-            // What the prompt will show of the code above the cursor, for RAP.
-            let first = first_shown_line(unfinished, opts.budget, &|s| count(llm, s));
-            let shown: String = unfinished.split_inclusive('\n').skip(first - 1).collect();
-            c.hide_shown(&shown);
-        }
+        let cursor = codebase.map(|c| c.cursor(path, unfinished));
         let retrieval_opts = Options {
             rank: plan.map_or(Rank::Jaccard, |p| p.1),
             ..opts.retrieval.clone()

@@ -59,29 +59,6 @@ fn snippet_block(p: &Pick, lang: Lang) -> String {
     )
 }
 
-/// The unfinished code the prompt shows: its last lines within half the budget. Returns the
-/// index of the first line shown and the tokens they take.
-fn shown_tail(lines: &[&str], budget: usize, count: &dyn Fn(&str) -> usize) -> (usize, usize) {
-    let mut start = lines.len();
-    let mut used = 0;
-    while start > 0 {
-        let n = count(lines[start - 1]);
-        if used + n > budget / 2 {
-            break;
-        }
-        used += n;
-        start -= 1;
-    }
-    (start, used)
-}
-
-/// The 1-based number of the first line of `unfinished` that [`line_prompt`] shows within
-/// `budget` (one past the last line when none fits).
-pub fn first_shown_line(unfinished: &str, budget: usize, count: &dyn Fn(&str) -> usize) -> usize {
-    let lines: Vec<&str> = unfinished.split_inclusive('\n').collect();
-    shown_tail(&lines, budget, count).0 + 1
-}
-
 /// Builds the prompt from `picks` (most relevant first), the external symbols and the
 /// unfinished code, counting tokens with `count`.
 pub fn line_prompt(
@@ -92,8 +69,18 @@ pub fn line_prompt(
     budget: usize,
     count: &dyn Fn(&str) -> usize,
 ) -> LinePrompt {
+    // The unfinished code: its last lines within half the budget.
     let lines: Vec<&str> = unfinished.split_inclusive('\n').collect();
-    let (start, used) = shown_tail(&lines, budget, count);
+    let mut start = lines.len();
+    let mut used = 0;
+    while start > 0 {
+        let n = count(lines[start - 1]);
+        if used + n > budget / 2 {
+            break;
+        }
+        used += n;
+        start -= 1;
+    }
     let context: String = lines[start..].concat();
 
     let mut left = budget.saturating_sub(used);
@@ -236,26 +223,6 @@ mod tests {
         assert_eq!((p.external_shown, p.external_dropped), (false, 3));
         assert_eq!(p.text, "x = ");
         assert_eq!(p.context_offset, 0);
-    }
-
-    #[test]
-    fn the_first_shown_line_is_where_the_prompts_unfinished_code_begins() {
-        let unfinished = "a b c\nd e f\ng h i\nj k\n";
-        for budget in [0, 4, 10, 16, 100] {
-            let p = line_prompt(
-                &[],
-                &Eaid::default(),
-                unfinished,
-                Lang::Python,
-                budget,
-                &words,
-            );
-            let first = first_shown_line(unfinished, budget, &words);
-            let shown: String = unfinished.split_inclusive('\n').skip(first - 1).collect();
-            assert_eq!(&p.text[p.context_offset..], shown, "budget {budget}");
-        }
-        assert_eq!(first_shown_line(unfinished, 100, &words), 1);
-        assert_eq!(first_shown_line(unfinished, 0, &words), 5);
     }
 
     #[test]

@@ -348,7 +348,6 @@ impl Codebase {
             own,
             query,
             extra,
-            shown: HashSet::new(),
         }
     }
 
@@ -415,8 +414,6 @@ pub struct Cursor<'a> {
     query: Option<Snippet>,
     /// Ids of the cursor's tokens the codebase has not seen.
     extra: HashMap<String, u32>,
-    /// The lines (trimmed, not blank) of the code the prompt shows above the cursor.
-    shown: HashSet<String>,
 }
 
 impl Cursor<'_> {
@@ -433,19 +430,6 @@ impl Cursor<'_> {
             .filter(|s| s.path != self.path)
             .chain(&self.own)
             .collect()
-    }
-
-    /// Tells RAP which code above the cursor the prompt shows (its last lines): a candidate
-    /// all of whose lines are among them adds nothing and is dropped with the duplicates,
-    /// e.g. a slice of the cursor's own file inside that code. One that goes on past it, as
-    /// a copy elsewhere followed by the lines the cursor needs, stays.
-    pub fn hide_shown(&mut self, shown: &str) {
-        self.shown = code_lines(shown).map(str::to_string).collect();
-    }
-
-    /// Whether every line of `s` is in the code the prompt shows.
-    fn shown(&self, s: &Snippet) -> bool {
-        !self.shown.is_empty() && code_lines(&s.text).all(|l| self.shown.contains(l))
     }
 
     /// RepoCoder's second round: the query becomes the last lines of the code above the cursor
@@ -496,8 +480,6 @@ pub struct Retrieval {
     pub sad_threshold: Option<f64>,
     pub sad_kept: usize,
     pub rap_dropped: usize,
-    /// Of those, the cursor file's units inside the code the prompt shows.
-    pub rap_shown: usize,
     /// Most relevant first.
     pub picks: Vec<Pick>,
     /// Milliseconds per layer (`jaccard`, `dsed`, `sad`, `rap`, `tpm`, `mmr`).
@@ -602,15 +584,11 @@ pub fn retrieve(
     out.sad_kept = kept.len();
     lap(&mut out, "sad");
 
-    // RAP: exact duplicates, and units of the cursor's file that the prompt shows anyway.
+    // RAP
     let mut seen = HashSet::new();
     let unique: Vec<usize> = kept
         .into_iter()
-        .filter(|&k| {
-            let shown = cursor.shown(scored[k].0);
-            out.rap_shown += usize::from(shown);
-            !shown && seen.insert(digest(&scored[k].0.text))
-        })
+        .filter(|&k| seen.insert(digest(&scored[k].0.text)))
         .collect();
     out.rap_dropped = out.sad_kept - unique.len();
     lap(&mut out, "rap");
@@ -643,11 +621,6 @@ pub fn retrieve(
     out.picks = order.into_iter().map(|k| ranked[k].clone()).collect();
     lap(&mut out, "mmr");
     Ok(out)
-}
-
-/// The trimmed lines of `text` that are not blank.
-fn code_lines(text: &str) -> impl Iterator<Item = &str> {
-    text.lines().map(str::trim).filter(|l| !l.is_empty())
 }
 
 /// The `q` quantile of `values`, interpolating linearly between order statistics.
@@ -705,39 +678,6 @@ def load(path):
         assert_eq!(quantile(&[0.5], 0.75), 0.5);
         assert_eq!(cut_before("a\nb\nc\n", 3), "a\nb\n");
         assert_eq!(cut_before("a\nb", 1), "");
-    }
-
-    #[test]
-    fn rap_drops_candidates_that_the_prompt_shows_already() {
-        // Above the cursor, the cursor's file repeats `store.py`'s function: its own slices of
-        // that code only repeat what the prompt shows, while `store.py`'s go on past it.
-        let source = format!("{STORE}\n\ndef read_all(path):\n    with open(path) as f:\n        text = f.read()\n    rows = parse(text)\n");
-        let (_dir, repo) = crate::repo::temp_repository(&[
-            ("store.py", &format!("{STORE}    print(items)\n")),
-            ("main.py", &source),
-        ]);
-        let e = embedder();
-        let codebase = Codebase::build(&repo, Units::Slices, &SliceLimits::default());
-        let cut = cut_before(&source, 11);
-        let opts = Options {
-            top_k: 4,
-            pool: 4,
-            quantile: 0.0,
-            ..Options::default()
-        };
-        let open = retrieve(&codebase.cursor("main.py", cut), Some(&e), &opts).unwrap();
-        assert_eq!(open.rap_shown, 0);
-        assert!(open.picks.iter().any(|p| p.path == "main.py"), "{open:?}");
-        let mut cursor = codebase.cursor("main.py", cut);
-        cursor.hide_shown(cut);
-        let r = retrieve(&cursor, Some(&e), &opts).unwrap();
-        assert!(r.rap_shown >= 1 && r.rap_dropped >= r.rap_shown, "{r:?}");
-        assert!(r.picks.iter().all(|p| p.path != "main.py"), "{r:?}");
-        assert!(r.picks.iter().any(|p| p.path == "store.py"), "{r:?}");
-        // A prompt showing nothing hides nothing.
-        let mut cursor = codebase.cursor("main.py", cut);
-        cursor.hide_shown("");
-        assert_eq!(retrieve(&cursor, Some(&e), &opts).unwrap().rap_shown, 0);
     }
 
     #[test]
