@@ -19,22 +19,24 @@ fn main() {
         .and_then(|c| c.trim().replace('.', "").parse::<u32>().ok())
         .unwrap_or(80)
         .min(90);
-    let src = "kernels/decode.cu";
-    let ptx = out.join("decode.ptx");
-    let status = Command::new(&nvcc)
-        .args(["--ptx", "-O3", "-std=c++17"])
-        .arg(format!("--gpu-architecture=compute_{cap}"))
-        .arg(src)
-        .arg("-o")
-        .arg(&ptx)
-        .status();
-    match status {
-        Ok(s) if s.success() => {}
-        Ok(s) => panic!("nvcc failed on {src} ({s})"),
-        Err(e) => panic!(
-            "the `cuda` feature needs nvcc to compile {src}, and `{nvcc}` cannot be run ({e}). \
-             Install the CUDA toolkit, or run `scripts/cuda_toolchain.sh DIR` and \
-             `source DIR/env.sh` (it sets NVCC and PATH)"
-        ),
+    for name in ["decode", "prefill", "batch"] {
+        let src = format!("kernels/{name}.cu");
+        let ptx = out.join(format!("{name}.ptx"));
+        let status = Command::new(&nvcc)
+            .args(["--ptx", "-O3", "-std=c++17"])
+            .arg(format!("--gpu-architecture=compute_{cap}"))
+            .arg(&src)
+            .arg("-o")
+            .arg(&ptx)
+            .status();
+        match status {
+            Ok(s) if s.success() => {}
+            Ok(s) => panic!("nvcc failed on {src} ({s})"),
+            Err(e) => panic!(
+                "the `cuda` feature needs nvcc to compile {src}, and `{nvcc}` cannot be run ({e}). \
+                 Install the CUDA toolkit, or run `scripts/cuda_toolchain.sh DIR` and \
+                 `source DIR/env.sh` (it sets NVCC and PATH)"
+            ),
+        }
     }
 }

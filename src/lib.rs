@@ -12,6 +12,7 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod generate;
+pub mod gpu;
 pub mod graph;
 pub mod index;
 pub mod llm;

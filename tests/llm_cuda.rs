@@ -1,5 +1,6 @@
-//! Our CUDA decode step (kernels/decode.cu) against candle's ops (with f32 activations) on the
-//! same GPU, on a small Qwen2 and Qwen3 model of random Q4_K / Q6_K blocks (the 1.5B model's block types): logits
+//! Our CUDA decode step (kernels/decode.cu), prompt attention (kernels/prefill.cu) and batched
+//! decode of several sequences (kernels/batch.cu) against candle's ops (with f32 activations)
+//! on the same GPU, on a small Qwen2 and Qwen3 model of random Q4_K / Q6_K blocks (the 1.5B model's block types): logits
 //! step by step, across a KV buffer growth, after truncation, graph replay against launching
 //! the kernels one by one, and the CPU path. A `cuda` build runs them on GPU 0; without a GPU
 //! they say so and pass, unless `REPOHOP_REQUIRE_GPU` is set (then they fail).
@@ -10,8 +11,8 @@ mod test_device;
 
 use candle_core::quantized::gguf_file;
 use candle_core::Device;
-use repohop::llm::qwen::{argmax, QwenModel};
-use synth_model::{random_model, VOCAB};
+use repohop::llm::qwen::{argmax, KvCache, QwenModel};
+use synth_model::{random_model, random_model_heads, VOCAB};
 use test_device::test_device;
 
 fn load(file: &tempfile::NamedTempFile, device: &Device) -> QwenModel {
@@ -126,5 +127,128 @@ fn our_decode_step_matches_candles_ops_on_the_gpu() {
         );
         assert!(max_abs_diff(&a, &b) <= 5e-4 * scale.max(1.0));
         assert!(max_abs_diff(&b, &out[1][at + 1]) <= 1e-5 * scale.max(1.0));
+    }
+}
+
+/// Prompt chunks through our attention kernel against candle's ops (a masked score matrix), for
+/// both head sizes the kernel takes and grouped queries: every position's logits, for a first
+/// chunk and for a second one that reads the first's keys from the cache (and grows it), at
+/// lengths that are not multiples of the kernel's 32 queries a block.
+#[test]
+fn our_prompt_attention_matches_candles_ops_on_the_gpu() {
+    let device = test_device();
+    if !device.is_cuda() {
+        eprintln!("no CUDA GPU: our prompt attention kernel is not checked here");
+        return;
+    }
+    candle_core::quantized::cuda::set_force_dmmv(true);
+    for (arch, heads, kv_heads, head_dim) in [
+        ("qwen2", 4, 2, 64),
+        ("qwen3", 2, 1, 128),
+        ("qwen2", 2, 2, 128),
+    ] {
+        let file = random_model_heads(arch, heads, kv_heads, head_dim);
+        let mut reference = load(&file, &device);
+        reference.set_device_kernels(false, false);
+        let mut ours = load(&file, &device);
+        let tokens: Vec<u32> = (0..116).map(|i| (i * 53 + 11) % VOCAB as u32).collect();
+        let mut worst = 0f32;
+        for chunk in [&tokens[..45], &tokens[45..115], &tokens[115..]] {
+            let rows = |m: &mut QwenModel| -> Vec<f32> {
+                let t = m.forward(chunk, true).unwrap();
+                assert_eq!(t.dims(), [chunk.len(), VOCAB]);
+                t.flatten_all().unwrap().to_vec1().unwrap()
+            };
+            let (want, got) = (rows(&mut reference), rows(&mut ours));
+            let scale = max_abs(&want).max(1.0);
+            let d = max_abs_diff(&want, &got);
+            assert!(
+                d <= 5e-4 * scale,
+                "{arch} {heads}/{kv_heads}x{head_dim}, {} tokens: {d} (logits up to {scale})",
+                chunk.len()
+            );
+            worst = worst.max(d);
+        }
+        eprintln!(
+            "{arch} {heads}/{kv_heads}x{head_dim}: prompt attention, ours vs candle's ops, max abs \
+             diff {worst:e}"
+        );
+    }
+}
+
+/// A decode step of nine sequences at once (their caches of different lengths, some growing
+/// during the steps) against each sequence alone, for both head sizes.
+#[test]
+fn a_batch_of_sequences_decodes_as_each_alone_on_the_gpu() {
+    let device = test_device();
+    if !device.is_cuda() {
+        eprintln!("no CUDA GPU: our batch kernels are not checked here");
+        return;
+    }
+    candle_core::quantized::cuda::set_force_dmmv(true);
+    for (arch, heads, kv_heads, head_dim) in [("qwen2", 4, 2, 64), ("qwen3", 2, 1, 128)] {
+        let file = random_model_heads(arch, heads, kv_heads, head_dim);
+        let mut model = load(&file, &device);
+        assert_eq!(model.batch_rows(), repohop::llm::qwen::GPU_BATCH_ROWS);
+        let prompts: Vec<Vec<u32>> = [60, 5, 33, 1, 17, 64, 2, 40, 12]
+            .iter()
+            .enumerate()
+            .map(|(s, &len)| {
+                (0..len)
+                    .map(|i| ((i * 31 + s * 7 + 3) % VOCAB) as u32)
+                    .collect()
+            })
+            .collect();
+        let steps = 20;
+        let token = |s: usize, t: usize| ((s * 101 + t * 13 + 1) % VOCAB) as u32;
+        // Each sequence alone, one token at a time.
+        let mut alone = load(&file, &device);
+        let want: Vec<Vec<Vec<f32>>> = prompts
+            .iter()
+            .enumerate()
+            .map(|(s, p)| {
+                alone.truncate_kv(0);
+                alone.forward(p, false).unwrap();
+                (0..steps)
+                    .map(|t| last_row(&mut alone, &[token(s, t)]))
+                    .collect()
+            })
+            .collect();
+        // All together: prompts into their own caches, then batched steps.
+        let mut caches: Vec<KvCache> = prompts
+            .iter()
+            .map(|p| {
+                let mut kv = KvCache::default();
+                model.swap_kv(&mut kv);
+                model.forward(p, false).unwrap();
+                model.swap_kv(&mut kv);
+                kv
+            })
+            .collect();
+        let mut worst = 0f32;
+        for t in 0..steps {
+            let toks: Vec<u32> = (0..prompts.len()).map(|s| token(s, t)).collect();
+            let mut refs: Vec<&mut KvCache> = caches.iter_mut().collect();
+            let got: Vec<Vec<f32>> = model
+                .forward_batch(&mut refs, &toks)
+                .unwrap()
+                .to_vec2()
+                .unwrap();
+            for (s, (row, alone)) in got.iter().zip(&want).enumerate() {
+                let scale = max_abs(&alone[t]).max(1.0);
+                let d = max_abs_diff(row, &alone[t]);
+                assert!(d <= 5e-4 * scale, "{arch} step {t} sequence {s}: {d}");
+                worst = worst.max(d);
+            }
+        }
+        for (kv, p) in caches.iter().zip(&prompts) {
+            assert_eq!(kv.len(), p.len() + steps);
+        }
+        assert_eq!(model.kv_len(), 0, "the model's own sequence is not touched");
+        eprintln!(
+            "{arch} {heads}/{kv_heads}x{head_dim}: {} sequences decoded together vs alone, max abs \
+             diff {worst:e}",
+            prompts.len()
+        );
     }
 }

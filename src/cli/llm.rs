@@ -233,7 +233,7 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     };
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
     let (mut peer_prefill, mut peer_decode) = (Vec::new(), Vec::new());
-    // On a GPU with our decode kernels: the same model with them off (candle's ops) and with
+    // On a GPU with our kernels: the same model with them off (candle's ops) and with
     // the kernels launched one by one instead of replayed from a graph, interleaved.
     let variants: &[(&str, bool, bool)] = if llm.has_device_kernels() {
         &[
@@ -244,17 +244,19 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
         &[]
     };
     let mut variant_decode = vec![Vec::new(); variants.len()];
+    let mut variant_prefill = vec![Vec::new(); variants.len()];
     for run in 0..args.runs {
         for (i, &(name, on, graphs)) in variants.iter().enumerate() {
             llm.set_device_kernels(on, graphs);
             let timed = llm.time_prefill_decode(&ids, args.gen_tokens);
             llm.set_device_kernels(true, true);
-            let (_, d) = timed.with_context(|| format!("benchmark run {run} ({name})"))?;
+            let (p, d) = timed.with_context(|| format!("benchmark run {run} ({name})"))?;
+            variant_prefill[i].push(ids.len() as f64 / (p / 1e3));
             variant_decode[i].push(args.gen_tokens as f64 / (d / 1e3));
             if !args.json {
                 eprintln!(
-                    "run {run}: {name} decode {:.1} tok/s",
-                    variant_decode[i][run]
+                    "run {run}: {name} prefill {:.1} tok/s, decode {:.1} tok/s",
+                    variant_prefill[i][run], variant_decode[i][run]
                 );
             }
         }
@@ -296,13 +298,16 @@ pub fn bench(args: BenchLlmArgs) -> Result<()> {
     });
     let device_variants: serde_json::Map<String, serde_json::Value> = variants
         .iter()
-        .zip(&variant_decode)
-        .map(|(&(name, _, _), runs)| {
-            let d = median(runs);
+        .zip(variant_decode.iter().zip(&variant_prefill))
+        .map(|(&(name, _, _), (runs, prefill_runs))| {
+            let (d, p) = (median(runs), median(prefill_runs));
             let v = serde_json::json!({
                 "decode_tokens_per_s": d,
                 "decode_tokens_per_s_runs": runs,
                 "ours_over_this": median(&decode) / d,
+                "prefill_tokens_per_s": p,
+                "prefill_tokens_per_s_runs": prefill_runs,
+                "prefill_ours_over_this": median(&prefill) / p,
             });
             (name.to_string(), v)
         })

@@ -188,7 +188,7 @@ pub fn parse_device(spec: &str) -> Result<Device, EmbedError> {
             "this repohop was built without CUDA; rebuild with `cargo build --release --features cuda`",
         ));
     }
-    Device::new_cuda(ordinal).map_err(|e| err(&e.to_string()))
+    crate::gpu::open_cuda(ordinal).map_err(|e| err(&e.to_string()))
 }
 
 /// Resolve `name` (alias, directory, or Hugging Face repo id) and load it on `device`.

@@ -175,12 +175,12 @@ pub(crate) struct CudaDecoder {
     pub use_graph: bool,
 }
 
-fn stream_of(device: &Device) -> Result<Arc<CudaStream>> {
+pub(super) fn stream_of(device: &Device) -> Result<Arc<CudaStream>> {
     Ok(device.as_cuda_device()?.cuda_stream())
 }
 
 /// The device address of a contiguous f32 or f16 CUDA tensor's first element.
-fn ptr_of(t: &Tensor, stream: &CudaStream) -> Result<u64> {
+pub(super) fn ptr_of(t: &Tensor, stream: &CudaStream) -> Result<u64> {
     let (storage, layout) = t.storage_and_layout();
     let Storage::Cuda(s) = &*storage else {
         candle_core::bail!("tensor is not on a CUDA device")
@@ -203,7 +203,7 @@ fn opt_ptr(t: Option<&Tensor>, stream: &CudaStream) -> Result<u64> {
 }
 
 /// Launches a kernel whose arguments `b` holds.
-fn launch(mut b: LaunchArgs, config: LaunchConfig) -> Result<()> {
+pub(super) fn launch(mut b: LaunchArgs, config: LaunchConfig) -> Result<()> {
     // SAFETY: every launch passes the kernel's parameters in its declared order and types
     // (device addresses as u64, i32 and f32 scalars); the addresses are of buffers the model
     // or the decoder own, alive until the stream has run the kernel, and sized for the

@@ -116,7 +116,7 @@ pub struct CandleLlm {
 fn device() -> Device {
     #[cfg(feature = "cuda")]
     {
-        match Device::new_cuda(0) {
+        match crate::gpu::open_cuda(0) {
             Ok(d) => return d,
             Err(e) => {
                 eprintln!("warning: CUDA GPU 0 cannot be opened ({e}); the LLM runs on the CPU")
@@ -451,6 +451,7 @@ impl CandleLlm {
             budget: req.max_new_tokens.min(window - ids.len()),
             rng: StdRng::seed_from_u64(seed),
             logits: Vec::new(),
+            best: None,
             resp,
             decode_start: Instant::now(),
         };
@@ -462,10 +463,7 @@ impl CandleLlm {
     fn choose(&self, a: &mut Answer) -> Step {
         let t = Instant::now();
         let req = &a.req;
-        // Until the answer has a non-blank byte, `code_first` keeps asides out of it.
-        let aside_lang = req
-            .until_statement
-            .filter(|_| req.code_first && a.out.trim_ascii_start().is_empty());
+        let aside_lang = a.aside_rule();
         let matcher = &a.matcher;
         let rule = |id: u32| match (matcher, aside_lang) {
             (Some(m), _) => self.allowed(m, id),
@@ -475,12 +473,15 @@ impl CandleLlm {
             (None, None) => true,
         };
         let restricted = matcher.is_some() || aside_lang.is_some();
-        let next = pick(
-            &a.logits,
-            &req.sampling,
-            restricted.then_some(&rule as &dyn Fn(u32) -> bool),
-            &mut a.rng,
-        );
+        let next = match a.best.take() {
+            Some(best) => Some(best),
+            None => pick(
+                &a.logits,
+                &req.sampling,
+                restricted.then_some(&rule as &dyn Fn(u32) -> bool),
+                &mut a.rng,
+            ),
+        };
         if a.matcher.is_some() {
             a.resp.constraint_ms += t.elapsed().as_secs_f64() * 1e3;
         }
@@ -628,11 +629,7 @@ impl CandleLlm {
                 _ => Vec::new(),
             };
             if draft.is_empty() {
-                a.logits = self
-                    .model
-                    .forward(&[tok], false)?
-                    .flatten_all()?
-                    .to_vec1()?;
+                a.set_logits(&self.model.forward(&[tok], false)?)?;
                 self.cached.push(tok);
                 continue;
             }
@@ -673,9 +670,9 @@ impl CandleLlm {
     }
 
     /// [`Llm::generate_batch`]: each prompt is computed on its own (reusing the prefix cache
-    /// like [`Llm::generate`], or the prompt of an earlier request of the batch); then the answers decode together, up to
-    /// [`EXACT_ROWS`] of them sharing each pass over the weights, which is where decode time
-    /// goes. Where the model's several-row pass is exact ([`QwenModel::rows_exact`]) each
+    /// like [`Llm::generate`], or the prompt of an earlier request of the batch); then the
+    /// answers decode together, up to [`QwenModel::batch_rows`] of them sharing each pass over
+    /// the weights, which is where decode time goes. Where the model's several-row pass is exact ([`QwenModel::rows_exact`]) each
     /// answer is the one `generate` gives from the same cache state, token for token. A
     /// request that fails (bad input) fails alone; an inference error fails the answers in
     /// flight. No speculation here: the batch already fills the pass.
@@ -815,13 +812,22 @@ impl CandleLlm {
     }
 
     /// One decode step of the live answers: `tokens[i]` extends `live[i]`, in passes of at
-    /// most [`EXACT_ROWS`] sequences.
+    /// most [`QwenModel::batch_rows`] sequences.
     fn step<T>(&mut self, live: &mut [Live<T>], tokens: &[u32]) -> Result<(), LlmError> {
-        for (chunk, toks) in live.chunks_mut(EXACT_ROWS).zip(tokens.chunks(EXACT_ROWS)) {
+        let rows = self.model.batch_rows();
+        for (chunk, toks) in live.chunks_mut(rows).zip(tokens.chunks(rows)) {
             let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|l| &mut l.kv).collect();
-            let rows: Vec<Vec<f32>> = self.model.forward_batch(&mut caches, toks)?.to_vec2()?;
-            for ((l, row), &tok) in chunk.iter_mut().zip(rows).zip(toks) {
-                l.answer.logits = row;
+            let logits = self.model.forward_batch(&mut caches, toks)?;
+            // On a GPU the rows stay there: greedy answers take their argmax, others a copy.
+            let best: Option<Vec<u32>> = match logits.device() {
+                Device::Cpu => None,
+                _ => Some(logits.argmax(candle_core::D::Minus1)?.to_vec1()?),
+            };
+            for (i, (l, &tok)) in chunk.iter_mut().zip(toks).enumerate() {
+                match &best {
+                    Some(best) if l.answer.plain_greedy() => l.answer.best = Some(best[i]),
+                    _ => l.answer.logits = logits.get(i)?.to_vec1()?,
+                }
                 l.tokens.push(tok);
             }
         }
@@ -838,8 +844,11 @@ struct Answer {
     /// Most tokens it may generate (the request's, within the context window).
     budget: usize,
     rng: StdRng,
-    /// The model's logits for the next token.
+    /// The model's logits for the next token, unless `best` stands for them.
     logits: Vec<f32>,
+    /// The next token's argmax, taken on the GPU for a greedy answer nothing restricts (its
+    /// logits were not copied to the host).
+    best: Option<u32>,
     /// When decoding began (the prompt computed).
     decode_start: Instant,
 }
@@ -853,9 +862,37 @@ impl Answer {
         reuse: usize,
         start: Instant,
     ) -> Result<(), LlmError> {
-        self.logits = logits.flatten_all()?.to_vec1()?;
+        self.set_logits(&logits)?;
         self.resp.cached_prompt_tokens = reuse;
         self.resp.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok(())
+    }
+
+    /// Until the answer has a non-blank byte, `code_first` keeps asides out of it: the
+    /// language whose asides are refused now, if any.
+    fn aside_rule(&self) -> Option<Lang> {
+        self.req
+            .until_statement
+            .filter(|_| self.req.code_first && self.out.trim_ascii_start().is_empty())
+    }
+
+    /// Whether the next token is the plain argmax of the logits: greedy, no constraint or
+    /// aside rule to overrule it.
+    fn plain_greedy(&self) -> bool {
+        self.req.sampling == Sampling::Greedy
+            && self.matcher.is_none()
+            && self.aside_rule().is_none()
+    }
+
+    /// Takes the logits `(1, vocab)` of the next token: on a GPU, only their argmax where
+    /// that is the pick (a ~600 KB copy and a host pass over the vocabulary less per token).
+    fn set_logits(&mut self, logits: &candle_core::Tensor) -> Result<(), LlmError> {
+        let row = logits.flatten_all()?;
+        if !row.device().is_cpu() && self.plain_greedy() {
+            self.best = Some(row.argmax(0)?.to_scalar()?);
+        } else {
+            self.logits = row.to_vec1()?;
+        }
         Ok(())
     }
 

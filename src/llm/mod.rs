@@ -15,7 +15,11 @@
 mod chat;
 mod constraint;
 #[cfg(feature = "cuda")]
+mod cuda_batch;
+#[cfg(feature = "cuda")]
 mod cuda_decode;
+#[cfg(feature = "cuda")]
+mod cuda_prefill;
 mod engine;
 mod kernels;
 mod linear;

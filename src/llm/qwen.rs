@@ -288,9 +288,33 @@ pub struct QwenModel {
     /// Decode steps through our CUDA kernels and a captured graph, where the weights allow.
     #[cfg(feature = "cuda")]
     cuda: Option<super::cuda_decode::CudaDecoder>,
-    /// Whether one-token steps on a GPU take `cuda` (else candle's ops).
+    /// Attention of several positions at once through our CUDA kernel, where the head size
+    /// allows.
+    prefill: Option<PrefillAttention>,
+    /// Attention of a decode step of several sequences through our CUDA kernels.
+    #[cfg(feature = "cuda")]
+    batch: Option<super::cuda_batch::BatchAttention>,
+    /// Whether steps on a GPU take `cuda`, `prefill` and `batch` (else candle's ops).
     device_kernels: bool,
 }
+
+#[cfg(feature = "cuda")]
+use super::cuda_prefill::PrefillAttention;
+
+/// Without CUDA there is no prompt attention kernel: a type with no values.
+#[cfg(not(feature = "cuda"))]
+enum PrefillAttention {}
+
+#[cfg(not(feature = "cuda"))]
+impl PrefillAttention {
+    fn attend(&self, _: &Tensor, _: &Tensor, _: &Tensor, _: usize) -> candle_core::Result<Tensor> {
+        match *self {}
+    }
+}
+
+/// Sequences a decode pass takes on a GPU with our batch kernels: enough to make one read of
+/// the weights serve many answers.
+pub const GPU_BATCH_ROWS: usize = 64;
 
 /// Positions the rotary tables are first made for; they grow as the KV cache does.
 const ROPE_INITIAL: usize = 256;
@@ -623,6 +647,12 @@ impl QwenModel {
         let (cos, sin) = rope_tables(&config, config.context_length.min(ROPE_INITIAL), device)?;
         #[cfg(feature = "cuda")]
         let cuda = cuda_decoder(&config, &embed, &layers, &norm, &lm_head, device)?;
+        #[cfg(feature = "cuda")]
+        let prefill = PrefillAttention::new(device, config.head_dim)?;
+        #[cfg(not(feature = "cuda"))]
+        let prefill = None;
+        #[cfg(feature = "cuda")]
+        let batch = super::cuda_batch::BatchAttention::new(device, config.head_dim)?;
         Ok(Self {
             config,
             embed,
@@ -635,6 +665,9 @@ impl QwenModel {
             device: device.clone(),
             #[cfg(feature = "cuda")]
             cuda,
+            prefill,
+            #[cfg(feature = "cuda")]
+            batch,
             device_kernels: true,
         })
     }
@@ -648,9 +681,10 @@ impl QwenModel {
         false
     }
 
-    /// Turns our CUDA decode kernels off (candle's ops then run every step, as before) or
-    /// back on; with `graphs` off the kernels are launched one by one instead of replayed
-    /// from a captured graph. For comparisons; both default to on.
+    /// Turns our CUDA kernels off (candle's ops then run every decode step, every prompt's
+    /// attention and batches one sequence after another, as before) or back on; with `graphs`
+    /// off the decode kernels are launched one by one instead of replayed from a captured
+    /// graph. For comparisons; both default to on.
     pub fn set_device_kernels(&mut self, on: bool, graphs: bool) {
         self.device_kernels = on;
         #[cfg(feature = "cuda")]
@@ -752,7 +786,11 @@ impl QwenModel {
         if self.device.is_cpu() {
             return self.run(caches, tokens, true);
         }
-        // Other devices run the sequences one after another.
+        #[cfg(feature = "cuda")]
+        if caches.len() > 1 && self.device_kernels && self.batch.is_some() {
+            return self.run_batch_on_gpu(caches, tokens);
+        }
+        // Otherwise the sequences run one after another.
         let rows = caches
             .iter_mut()
             .zip(tokens)
@@ -851,7 +889,8 @@ impl QwenModel {
             let pos = kv.len();
             let cos = self.cos.narrow(0, pos, n)?;
             let sin = self.sin.narrow(0, pos, n)?;
-            let mask = if n > 1 {
+            let fused = self.prefill.as_ref().filter(|_| self.device_kernels);
+            let mask = if n > 1 && fused.is_none() {
                 Some(self.mask(n, pos)?)
             } else {
                 None
@@ -859,19 +898,105 @@ impl QwenModel {
             for (li, layer) in self.layers.iter().enumerate() {
                 let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
                 let slot = kv.layer(li, layers);
-                let attn =
-                    layer.attention(&h, &self.config, slot, pos, &cos, &sin, mask.as_ref())?;
-                x = (x + attn)?;
-                let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, eps)?;
-                let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
-                let u = layer.up.forward(&h)?;
-                x = (x + layer.down.forward(&(g * u)?)?)?;
+                let attn = layer.attention(
+                    &h,
+                    &self.config,
+                    slot,
+                    pos,
+                    &cos,
+                    &sin,
+                    mask.as_ref(),
+                    fused,
+                )?;
+                x = layer.ffn(&(x + attn)?, eps)?;
             }
         }
         for (kv, &rows) in caches.iter_mut().zip(&spans) {
             kv.len += rows;
         }
         self.finish(x, n, all_logits)
+    }
+
+    /// Sequences one [`QwenModel::forward_batch`] pass should take: on the CPU up to
+    /// [`EXACT_ROWS`] (where each row is what the sequence alone gives), on a GPU with our
+    /// batch kernels [`GPU_BATCH_ROWS`].
+    pub fn batch_rows(&self) -> usize {
+        #[cfg(feature = "cuda")]
+        if self.device_kernels && self.batch.is_some() {
+            return GPU_BATCH_ROWS;
+        }
+        EXACT_ROWS
+    }
+
+    /// One decode step of several sequences on a GPU: the rows of all sequences share each
+    /// product with the weights; attention and the KV appends go through our batch kernels,
+    /// each sequence over its own cache.
+    #[cfg(feature = "cuda")]
+    fn run_batch_on_gpu(
+        &mut self,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+    ) -> candle_core::Result<Tensor> {
+        let n = tokens.len();
+        let (layers, kvh, hd) = (
+            self.layers.len(),
+            self.config.num_kv_heads,
+            self.config.head_dim,
+        );
+        let positions: Vec<usize> = caches.iter().map(|kv| kv.len()).collect();
+        let end = positions.iter().max().map_or(0, |p| p + 1);
+        if end > self.config.context_length {
+            candle_core::bail!(
+                "{end} positions exceed the context window of {}",
+                self.config.context_length
+            );
+        }
+        self.grow_rope(end)?;
+        let mut table = vec![Vec::with_capacity(n); layers];
+        let mut caps = vec![0; n];
+        for (s, kv) in caches.iter_mut().enumerate() {
+            for (li, row) in table.iter_mut().enumerate() {
+                let (pos, slot) = (positions[s], kv.layer(li, layers));
+                let (k, v) = reserve_device_kv(slot, &self.device, kvh, hd, pos, pos + 1)?;
+                let cap = k.dim(2)?;
+                if li > 0 && cap != caps[s] {
+                    candle_core::bail!("a sequence's KV buffers differ in capacity by layer");
+                }
+                caps[s] = cap;
+                row.push(super::cuda_decode::kv_ptrs(k, v)?);
+            }
+        }
+        let batch = self
+            .batch
+            .as_mut()
+            .ok_or_else(|| candle_core::Error::Msg("no batch kernels".into()))?;
+        batch.prepare(&table, &positions, &caps)?;
+        let batch = &*batch;
+        let ids = Tensor::new(tokens, &self.device)?;
+        let at = Tensor::new(
+            positions.iter().map(|&p| p as u32).collect::<Vec<_>>(),
+            &self.device,
+        )?;
+        let (cos, sin) = (
+            self.cos.index_select(&at, 0)?,
+            self.sin.index_select(&at, 0)?,
+        );
+        let mut x = self
+            .embed
+            .index_select(&ids, 0)?
+            .to_dtype(DType::F32)?
+            .unsqueeze(0)?;
+        let eps = self.config.rms_norm_eps as f32;
+        for (li, layer) in self.layers.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let (q, k, v) = layer.qkv(&h, &self.config, &cos, &sin)?;
+            let y = layer.o.forward(&batch.attend(li, &q, &k, &v)?)?;
+            x = layer.ffn(&(x + y)?, eps)?;
+        }
+        for kv in caches.iter_mut() {
+            kv.len += 1;
+        }
+        self.finish(x, n, true)
     }
 
     /// Makes the rotary tables cover positions `0..total` (doubling, up to the context window).
@@ -1035,17 +1160,16 @@ impl Layer {
             .forward(&Tensor::from_vec(y, (1, n, h * hd), x.device())?)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn attention(
+    /// Queries, keys and values of the rows `x` (`(1, n, hidden)`) on a device: each
+    /// `(1, heads, n, head_dim)` contiguous, q and k normed (Qwen3) and rotated by the angles
+    /// `cos`, `sin` of each row's position (`(n, head_dim / 2)`).
+    fn qkv(
         &self,
         x: &Tensor,
         cfg: &QwenConfig,
-        slot: &mut Option<KvBuffer>,
-        pos: usize,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
-    ) -> candle_core::Result<Tensor> {
+    ) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
         let n = x.dim(1)?;
         let (h, kvh, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
         let proj = |w: &Weight, b: &Option<Tensor>| -> candle_core::Result<Tensor> {
@@ -1070,11 +1194,44 @@ impl Layer {
         let q = candle_nn::rotary_emb::rope(&q.transpose(1, 2)?.contiguous()?, cos, sin)?;
         let k = candle_nn::rotary_emb::rope(&k.transpose(1, 2)?.contiguous()?, cos, sin)?;
         let v = v.transpose(1, 2)?.contiguous()?;
+        Ok((q, k, v))
+    }
+
+    /// The FFN block with its residual, on a device: `x + down(silu(gate(h)) · up(h))` with
+    /// `h` the normed `x`.
+    fn ffn(&self, x: &Tensor, eps: f32) -> candle_core::Result<Tensor> {
+        let h = candle_nn::ops::rms_norm(x, &self.ffn_norm, eps)?;
+        let g = candle_nn::ops::silu(&self.gate.forward(&h)?)?;
+        let u = self.up.forward(&h)?;
+        x + self.down.forward(&(g * u)?)?
+    }
+
+    /// Attention of the rows `x` at positions `pos..pos + n` of one sequence on a device,
+    /// their keys and values appended to `slot`: through our kernel (`fused`) or candle's ops
+    /// with `mask`.
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        x: &Tensor,
+        cfg: &QwenConfig,
+        slot: &mut Option<KvBuffer>,
+        pos: usize,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        fused: Option<&PrefillAttention>,
+    ) -> candle_core::Result<Tensor> {
+        let n = x.dim(1)?;
+        let (h, kvh, hd) = (cfg.num_heads, cfg.num_kv_heads, cfg.head_dim);
+        let (q, k, v) = self.qkv(x, cfg, cos, sin)?;
         let total = pos + n;
         append_kv(slot, &k, &v, pos, total)?;
         let Some(KvBuffer::Device { k: kbuf, v: vbuf }) = &*slot else {
             candle_core::bail!("KV buffer missing after append")
         };
+        if let Some(kernel) = fused {
+            return self.o.forward(&kernel.attend(&q, kbuf, vbuf, pos)?);
+        }
         let keys = kbuf.narrow(2, 0, total)?;
         let values = vbuf.narrow(2, 0, total)?;
         // Grouped-query attention without copying K/V: the `groups` query heads sharing a KV

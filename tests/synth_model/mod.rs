@@ -25,8 +25,18 @@ fn spec(name: &str, dims: &[usize], dtype: GgmlDType) -> TensorSpec {
 
 /// A random GGUF of `arch` (qwen2: biases; qwen3: per-head q/k norms), written to a temp file.
 pub fn random_model(arch: &str) -> tempfile::NamedTempFile {
+    random_model_heads(arch, HEADS, KV_HEADS, HEAD_DIM)
+}
+
+/// [`random_model`] with another attention layout.
+pub fn random_model_heads(
+    arch: &str,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+) -> tempfile::NamedTempFile {
     use gguf_file::Value;
-    let (q, kv) = (HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM);
+    let (q, kv) = (heads * head_dim, kv_heads * head_dim);
     let mut specs = vec![
         spec("token_embd.weight", &[VOCAB, HIDDEN], GgmlDType::Q4K),
         spec("output_norm.weight", &[HIDDEN], GgmlDType::F32),
@@ -62,8 +72,8 @@ pub fn random_model(arch: &str) -> tempfile::NamedTempFile {
             ]);
         } else {
             specs.extend([
-                spec(&b("attn_q_norm.weight"), &[HEAD_DIM], GgmlDType::F32),
-                spec(&b("attn_k_norm.weight"), &[HEAD_DIM], GgmlDType::F32),
+                spec(&b("attn_q_norm.weight"), &[head_dim], GgmlDType::F32),
+                spec(&b("attn_k_norm.weight"), &[head_dim], GgmlDType::F32),
             ]);
         }
     }
@@ -75,9 +85,9 @@ pub fn random_model(arch: &str) -> tempfile::NamedTempFile {
         (key("context_length"), u(4096)),
         (key("embedding_length"), u(HIDDEN)),
         (key("feed_forward_length"), u(FFN)),
-        (key("attention.head_count"), u(HEADS)),
-        (key("attention.head_count_kv"), u(KV_HEADS)),
-        (key("attention.key_length"), u(HEAD_DIM)),
+        (key("attention.head_count"), u(heads)),
+        (key("attention.head_count_kv"), u(kv_heads)),
+        (key("attention.key_length"), u(head_dim)),
         (key("rope.freq_base"), Value::F32(1e6)),
         (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
     ];

@@ -18,7 +18,7 @@ pub fn test_device() -> Device {
 
 #[cfg(feature = "cuda")]
 fn pick() -> Device {
-    match Device::new_cuda(0) {
+    match repohop::gpu::open_cuda(0) {
         Ok(d) => {
             eprintln!("[test_device] built with `cuda`: running on CUDA GPU 0");
             d
