@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Peer for `repohop bench embed`: sentence-transformers on PyTorch CPU over the same texts.
+"""Peer for `repohop bench embed`: sentence-transformers on PyTorch over the same texts, on the
+same device (f32, as ours).
 
     /work/venv-ref/bin/python benches/embed_peer.py --texts texts.json \
         --model /work/models-cache/all-minilm-l6-v2 --threads 2 --runs 3
@@ -21,6 +22,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     ap.add_argument("--batch-size", type=int, default=32)
     args = ap.parse_args()
 
@@ -32,7 +34,7 @@ def main():
     with open(args.texts) as f:
         texts = json.load(f)
     t0 = time.perf_counter()
-    model = SentenceTransformer(args.model, device="cpu")
+    model = SentenceTransformer(args.model, device=args.device).float()
     load_s = time.perf_counter() - t0
     tok = model.tokenizer
     tokens = sum(
@@ -44,6 +46,8 @@ def main():
     for _ in range(args.runs):
         t0 = time.perf_counter()
         model.encode(texts, batch_size=args.batch_size, convert_to_numpy=True)
+        if args.device != "cpu":
+            torch.cuda.synchronize()
         runs.append(time.perf_counter() - t0)
     med = statistics.median(runs)
     print(
@@ -51,6 +55,7 @@ def main():
             {
                 "engine": f"sentence-transformers {__import__('sentence_transformers').__version__} / torch {torch.__version__}",
                 "threads": args.threads,
+                "device": args.device,
                 "batch_size": args.batch_size,
                 "load_s": load_s,
                 "texts": len(texts),

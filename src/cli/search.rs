@@ -112,8 +112,9 @@ pub struct BenchArgs {
     /// Padded tokens per forward pass [default: 2048 on the CPU, 8192 on a GPU].
     #[arg(long)]
     pub token_budget: Option<usize>,
-    /// Python with sentence-transformers: runs benches/embed_peer.py on the same texts,
-    /// interleaved with ours, and reports the ratio.
+    /// Python with sentence-transformers: runs benches/embed_peer.py on the same texts and
+    /// device (batches of 32 on the CPU, 128 on a GPU), interleaved with ours, and reports the
+    /// ratio.
     #[arg(long, value_name = "PYTHON")]
     pub peer_python: Option<PathBuf>,
     /// Threads for the peer (ours uses rayon's pool: RAYON_NUM_THREADS or all cores).
@@ -144,6 +145,7 @@ fn run_peer(
     texts: &Path,
     model: &Path,
     threads: usize,
+    device: &str,
 ) -> Result<serde_json::Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/embed_peer.py");
     let out = std::process::Command::new(python)
@@ -151,6 +153,9 @@ fn run_peer(
         .args(["--texts", &texts.to_string_lossy()])
         .args(["--model", &model.to_string_lossy()])
         .args(["--threads", &threads.to_string(), "--runs", "1"])
+        .args(["--device", device])
+        // On a GPU the peer gets batches nearer the tokens ours packs into a pass.
+        .args(["--batch-size", if device == "cpu" { "32" } else { "128" }])
         .output()
         .with_context(|| format!("cannot run {} {}", python.display(), script.display()))?;
     if !out.status.success() {
@@ -259,7 +264,13 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         );
         stats = Some(report.stats);
         if let Some(python) = &args.peer_python {
-            let p = run_peer(python, &texts_path, &dir.path, args.peer_threads)?;
+            let p = run_peer(
+                python,
+                &texts_path,
+                &dir.path,
+                args.peer_threads,
+                &args.device,
+            )?;
             peer_runs.push(p["median_s"].as_f64().unwrap_or(f64::NAN));
             peer_info = Some(p);
         }
