@@ -10,7 +10,7 @@ use candle_core::cuda_backend::cudarc::driver::{
 };
 use candle_core::{DType, Device, Result, Tensor};
 
-use super::cuda_decode::{launch, ptr_of, stream_of};
+use super::cuda_decode::{kernel, launch, ptr_of, stream_of};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/batch.ptx"));
 const MODULE: &str = "repohop_batch";
@@ -35,12 +35,7 @@ impl BatchAttention {
         if !device.is_cuda() || !head_dim.is_multiple_of(32) || head_dim > 256 {
             return Ok(None);
         }
-        let cuda = device.as_cuda_device()?;
-        let load = |name: &str| -> Result<CudaFunction> {
-            Ok(cuda
-                .get_or_load_custom_func(name, MODULE, PTX)?
-                .into_cuda_function())
-        };
+        let load = |name: &str| kernel(device, MODULE, PTX, name);
         let stream = stream_of(device)?;
         let w = candle_core::Error::wrap;
         Ok(Some(Self {

@@ -202,6 +202,14 @@ fn opt_ptr(t: Option<&Tensor>, stream: &CudaStream) -> Result<u64> {
         .map(|p| p.unwrap_or(0))
 }
 
+/// The kernel `name` of our PTX module `module` (`ptx`), loaded once per device.
+pub(super) fn kernel(device: &Device, module: &str, ptx: &str, name: &str) -> Result<CudaFunction> {
+    Ok(device
+        .as_cuda_device()?
+        .get_or_load_custom_func(name, module, ptx)?
+        .into_cuda_function())
+}
+
 /// Launches a kernel whose arguments `b` holds.
 pub(super) fn launch(mut b: LaunchArgs, config: LaunchConfig) -> Result<()> {
     // SAFETY: every launch passes the kernel's parameters in its declared order and types
@@ -271,12 +279,7 @@ impl CudaDecoder {
         let Some(lm_head) = Mat::of(lm_head) else {
             return Ok(None);
         };
-        let cuda = device.as_cuda_device()?;
-        let load = |name: &str| -> Result<CudaFunction> {
-            Ok(cuda
-                .get_or_load_custom_func(name, MODULE, PTX)?
-                .into_cuda_function())
-        };
+        let load = |name: &str| kernel(device, MODULE, PTX, name);
         let funcs = Funcs {
             q4k: load("matvec_q4k")?,
             q6k: load("matvec_q6k")?,

@@ -10,7 +10,7 @@ use candle_core::cuda_backend::cudarc::driver::{
 };
 use candle_core::{DType, Device, Result, Tensor};
 
-use super::cuda_decode::{launch, ptr_of, stream_of};
+use super::cuda_decode::{kernel, launch, ptr_of, stream_of};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/prefill.ptx"));
 const MODULE: &str = "repohop_prefill";
@@ -36,13 +36,9 @@ impl PrefillAttention {
         if !device.is_cuda() {
             return Ok(None);
         }
-        let func = device
-            .as_cuda_device()?
-            .get_or_load_custom_func(name, MODULE, PTX)?
-            .into_cuda_function();
         Ok(Some(Self {
             stream: stream_of(device)?,
-            func,
+            func: kernel(device, MODULE, PTX, name)?,
             head_dim,
         }))
     }

@@ -831,11 +831,7 @@ impl QwenModel {
         }
         self.grow_rope(end)?;
         let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = self
-            .embed
-            .index_select(&ids, 0)?
-            .to_dtype(DType::F32)?
-            .unsqueeze(0)?;
+        let mut x = self.embed_rows(&ids)?;
         let eps = self.config.rms_norm_eps as f32;
         let layers = self.layers.len();
         if self.device.is_cpu() {
@@ -966,12 +962,10 @@ impl QwenModel {
                 row.push(super::cuda_decode::kv_ptrs(k, v)?);
             }
         }
-        let batch = self
-            .batch
-            .as_mut()
-            .ok_or_else(|| candle_core::Error::Msg("no batch kernels".into()))?;
+        let no_batch = || candle_core::Error::Msg("no batch kernels".into());
+        let batch = self.batch.as_mut().ok_or_else(no_batch)?;
         batch.prepare(&table, &positions, &caps)?;
-        let batch = &*batch;
+        let batch = self.batch.as_ref().ok_or_else(no_batch)?;
         let ids = Tensor::new(tokens, &self.device)?;
         let at = Tensor::new(
             positions.iter().map(|&p| p as u32).collect::<Vec<_>>(),
@@ -981,11 +975,7 @@ impl QwenModel {
             self.cos.index_select(&at, 0)?,
             self.sin.index_select(&at, 0)?,
         );
-        let mut x = self
-            .embed
-            .index_select(&ids, 0)?
-            .to_dtype(DType::F32)?
-            .unsqueeze(0)?;
+        let mut x = self.embed_rows(&ids)?;
         let eps = self.config.rms_norm_eps as f32;
         for (li, layer) in self.layers.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
@@ -997,6 +987,14 @@ impl QwenModel {
             kv.len += 1;
         }
         self.finish(x, n, true)
+    }
+
+    /// The embeddings of token ids `ids` as `(1, n, hidden)` f32 rows.
+    fn embed_rows(&self, ids: &Tensor) -> candle_core::Result<Tensor> {
+        self.embed
+            .index_select(ids, 0)?
+            .to_dtype(DType::F32)?
+            .unsqueeze(0)
     }
 
     /// Makes the rotary tables cover positions `0..total` (doubling, up to the context window).
