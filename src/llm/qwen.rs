@@ -770,7 +770,8 @@ impl QwenModel {
     /// share each weight pass; each attends only to its own cache. Returns `(n, vocab)`, row
     /// `i` for sequence `i`. On our CPU kernels ([`QwenModel::rows_exact`]) and up to
     /// [`EXACT_ROWS`] sequences, each row is bit for bit what `forward` of that sequence alone
-    /// gives.
+    /// gives. A GPU without our batch kernels (or with them off) runs the sequences one after
+    /// another.
     pub fn forward_batch(
         &mut self,
         caches: &mut [&mut KvCache],
