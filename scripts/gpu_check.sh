@@ -5,6 +5,7 @@
 #     tests/llm_tiny.rs (the reference models) on GPU 0, failing if no GPU is found;
 #   - `repohop bench llm` on a model of the 1.5B model's layout with random weights (`repohop
 #     models synth`: only the GGUF header and tokenizer.json travel), at two prompt lengths;
+#   - the same at 2,048 tokens with every matrix dequantized to f16 (cuBLAS prompt products);
 #   - `repohop bench llm --concurrency 1,8,64` on that model: answers decoded together (our
 #     batch kernels) against one at a time;
 #   - with DIR/minilm and DIR/repo: `repohop bench embed` of the repository's functions on the
@@ -67,6 +68,13 @@ for name, v in (r.get("device_variants") or {}).items():
           "prefill", round(v["prefill_tokens_per_s"]), "ours/this", round(v["prefill_ours_over_this"], 2))
 PY
 done
+# The other prompt GEMM to weigh against candle's int8 MMQ: every matrix dequantized to f16 at
+# load (candle's CANDLE_DEQUANTIZE_ALL_F16), products on cuBLAS (decode then runs candle's ops).
+CANDLE_DEQUANTIZE_ALL_F16=1 "$DIR/repohop" bench llm --model /tmp/synth/model.gguf --runs 3 \
+  --prompt-tokens 2048 --gen-tokens 16 --hops 0 --no-peer --json > "$OUT/bench-2048-f16.json" 2> "$OUT/bench-2048-f16.err"
+echo "bench 2048, f16 weights on cuBLAS: exit $?"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print("f16 prefill", round(r["prefill_tokens_per_s"]))' \
+  "$OUT/bench-2048-f16.json"
 "$DIR/repohop" bench llm --model /tmp/synth/model.gguf --concurrency 1,8,64 --answer-tokens 128 \
   --runs 2 --json > "$OUT/concurrency.json" 2> "$OUT/concurrency.err"
 echo "bench concurrency: exit $?"
