@@ -6,8 +6,10 @@
 #   device:  bash scripts/gpu_eval.sh setup .devcarry $OUT   (carry .devcarry, .dv/c00): unpack, check
 #            that the reference bodies pass there, run the pipeline once on random weights
 #            bash scripts/gpu_eval.sh part .dv/cNN           (carry .dv/cNN), for each later piece
-#            bash scripts/gpu_eval.sh run $OUT NAME METHOD [EVAL OPTIONS]: join and hash-check the
-#            pieces, time `repohop eval` on the GPU, bring back its summary and run folder
+#            bash scripts/gpu_eval.sh pipeline $OUT: join and hash-check the pieces, time `index
+#            --embed`, `search` and `generate` on the GPU
+#            bash scripts/gpu_eval.sh run $OUT NAME METHOD [EVAL OPTIONS]: time `repohop eval` on
+#            the GPU, bring back its summary and run folder
 # .devcarry/ and .dv/ must be in .git/info/exclude. Needs a `--features cuda` release build.
 set -uo pipefail
 W=/var/tmp/repohop-gpu # not /tmp: the test sandbox gives each test a private one
@@ -22,6 +24,42 @@ gpu_env() {
   local nv
   nv=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
   export LD_LIBRARY_PATH=${nv:+$nv:}/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
+}
+
+# The weights joined from the pieces (once) and hash-checked; the GPU libraries and models found.
+ready() {
+  if [ ! -f $W/models/$MINI/model.safetensors ]; then
+    cat $W/parts/c* | python3 -c '
+import hashlib, sys
+size, a, b, sha_a, sha_b = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+ha, hb = hashlib.sha256(), hashlib.sha256()
+with open(a, "wb") as fa, open(b, "wb") as fb:
+    left = size
+    while True:
+        data = sys.stdin.buffer.read(1 << 24)
+        if not data:
+            break
+        head, tail = data[:left], data[left:]
+        left -= len(head)
+        fa.write(head); ha.update(head)
+        fb.write(tail); hb.update(tail)
+ok = ha.hexdigest() == sha_a and hb.hexdigest() == sha_b
+print("weights", "ok" if ok else "CORRUPT")
+sys.exit(0 if ok else 1)' 1117320768 $W/models/$GGUF/model.gguf $W/models/$MINI/model.safetensors $GGUF_SHA $MINI_SHA ||
+      return 1
+    rm -rf $W/parts
+  fi
+  gpu_env
+  export REPOHOP_MODELS=$W/models
+}
+
+# timed OUT NAME COMMAND...: stdout to OUT/NAME.json, stderr to OUT/NAME.err, seconds printed.
+timed() {
+  local out=$1 name=$2 start
+  shift 2
+  start=$(date +%s.%N)
+  "$@" >"$out/$name.json" 2>"$out/$name.err"
+  echo "$name: exit $? in $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
 }
 
 case "${1:-}" in
@@ -66,10 +104,8 @@ setup)
   printf '#!/bin/sh\nPYTHONPATH=%s PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 exec %s "$@"\n' $W/site "$(command -v python3)" >$W/py
   chmod +x $W/py
   gpu_env
-  start=$(date +%s)
-  $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method reference --python $W/py \
-    --jobs 16 --quiet --json --out $W/runs/reference >"$out/reference.json" 2>"$out/reference.err"
-  echo "reference exit $? in $(($(date +%s) - start)) s"
+  timed "$out" reference $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method reference \
+    --python $W/py --jobs 16 --quiet --json --out $W/runs/reference
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})' "$out/reference.json" 2>&1 | cut -c1-600
   # The pipeline on random weights of both models' layouts: it must run end to end on the GPU.
   mkdir -p $W/synth-mini && cp $W/models/$MINI/*.json $W/models/$MINI/vocab.txt $W/synth-mini/ &&
@@ -77,53 +113,37 @@ setup)
     python3 scripts/synth_safetensors.py "$d/mini-header.safetensors" $W/synth-mini/model.safetensors &&
     mkdir -p $W/like && xz -dc "$d/header.gguf.xz" >$W/like/model.gguf && cp $W/models/$GGUF/tokenizer.json $W/like/ &&
     $W/repohop models synth --like $W/like/model.gguf --out $W/synth >/dev/null || exit 1
-  start=$(date +%s)
-  timeout 150 $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method dense --model $W/synth/model.gguf \
-    --embed-model $W/synth-mini --device cuda --concurrency 4 --limit 4 --python $W/py --jobs 4 --json \
-    --out $W/runs/smoke >"$out/smoke.json" 2>"$out/smoke.err"
-  echo "smoke exit $? in $(($(date +%s) - start)) s"
+  timed "$out" smoke timeout 150 $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method dense \
+    --model $W/synth/model.gguf --embed-model $W/synth-mini --device cuda --concurrency 4 --limit 4 \
+    --python $W/py --jobs 4 --json --out $W/runs/smoke
   tail -n 5 "$out/smoke.err"
   ;;
 part)
   cp "$2" $W/parts/ && echo "$(ls $W/parts | wc -l) pieces, $(du -cb $W/parts/* | tail -n 1 | cut -f1) bytes"
   ;;
+pipeline)
+  # The user's commands on the GPU with the real weights, on a copy of boltons: index with
+  # embeddings, search, one function regenerated.
+  out=$(realpath "$2")
+  ready || exit 1
+  rm -rf $W/boltons && cp -r $W/src/Utilities/boltons $W/boltons
+  timed "$out" index $W/repohop index --embed --device cuda --json $W/boltons
+  timed "$out" search $W/repohop search --device cuda --json $W/boltons "parse a query string into pairs"
+  timed "$out" generate $W/repohop generate --device cuda --json $W/boltons --target boltons.strutils.slugify
+  python3 -c 'import json, sys; print(str(json.load(open(sys.argv[1])))[:600])' "$out/generate.json"
+  ;;
 run)
   out=$(realpath "$2") name=$3 method=$4
   shift 4
-  if [ ! -f $W/models/$MINI/model.safetensors ]; then
-    cat $W/parts/c* | python3 -c '
-import hashlib, sys
-size, a, b, sha_a, sha_b = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
-ha, hb = hashlib.sha256(), hashlib.sha256()
-with open(a, "wb") as fa, open(b, "wb") as fb:
-    left = size
-    while True:
-        data = sys.stdin.buffer.read(1 << 24)
-        if not data:
-            break
-        head, tail = data[:left], data[left:]
-        left -= len(head)
-        fa.write(head); ha.update(head)
-        fb.write(tail); hb.update(tail)
-ok = ha.hexdigest() == sha_a and hb.hexdigest() == sha_b
-print("weights", "ok" if ok else "CORRUPT")
-sys.exit(0 if ok else 1)' 1117320768 $W/models/$GGUF/model.gguf $W/models/$MINI/model.safetensors $GGUF_SHA $MINI_SHA ||
-      exit 1
-    rm -rf $W/parts
-  fi
-  gpu_env
-  export REPOHOP_MODELS=$W/models
-  start=$(date +%s.%N)
-  $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method "$method" --device cuda \
-    --python $W/py --jobs 16 --json --out $W/runs/$name "$@" >"$out/$name.json" 2>"$out/$name.err"
-  code=$?
-  echo "$name exit $code in $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
-  tar -C $W/runs -cJf "$out/$name-run.tar.xz" $name
+  ready || exit 1
+  timed "$out" "$name" $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method "$method" \
+    --device cuda --python $W/py --jobs 16 --json --out $W/runs/"$name" "$@"
+  tar -C $W/runs -cJf "$out/$name-run.tar.xz" "$name"
   python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})' "$out/$name.json" 2>&1 | cut -c1-900
   tail -n 3 "$out/$name.err"
   ;;
 *)
-  sed -n 2,12p "$0"
+  sed -n 2,14p "$0"
   exit 2
   ;;
 esac
