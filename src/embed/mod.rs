@@ -51,11 +51,11 @@ pub enum EmbedError {
     },
     #[error("device `{spec}`: {reason}")]
     Device { spec: String, reason: String },
-    #[error("model {model}: {source}")]
+    /// candle's error is in the message, not chained, so `{:#}` prints it once.
+    #[error("model {model}: {err}")]
     Candle {
         model: String,
-        #[source]
-        source: candle_core::Error,
+        err: candle_core::Error,
     },
 }
 
@@ -246,7 +246,7 @@ pub fn network_from_bytes(
     }
     let map = |source| EmbedError::Candle {
         model: "fuzz".into(),
-        source,
+        err: source,
     };
     let l = ids.len();
     let ids_t = Tensor::from_slice(ids, (1, l), device).map_err(map)?;
@@ -332,7 +332,7 @@ impl LocalEmbedder {
     fn candle(&self) -> impl Fn(candle_core::Error) -> EmbedError + '_ {
         |source| EmbedError::Candle {
             model: self.info.name.clone(),
-            source,
+            err: source,
         }
     }
 

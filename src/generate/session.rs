@@ -45,16 +45,11 @@ pub struct SessionOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    #[error("cannot load generator model {model}: {source}")]
-    Llm {
-        model: String,
-        source: Box<LlmError>,
-    },
-    #[error("cannot load embedding model {model}: {source}")]
-    Embed {
-        model: String,
-        source: Box<EmbedError>,
-    },
+    /// Causes are in the message, not chained, so `{:#}` prints each once.
+    #[error("cannot load generator model {model}: {err}")]
+    Llm { model: String, err: Box<LlmError> },
+    #[error("cannot load embedding model {model}: {err}")]
+    Embed { model: String, err: Box<EmbedError> },
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error(transparent)]
@@ -95,7 +90,7 @@ impl Session {
         let corpus = options.pipeline.method.corpus(options.pipeline.similarity);
         let embed_error = |source| SessionError::Embed {
             model: options.embed_model.clone(),
-            source: Box::new(source),
+            err: Box::new(source),
         };
         let embedder = match corpus {
             Some(_) => {
@@ -110,7 +105,7 @@ impl Session {
                 None => Box::new(CandleLlm::load(&options.model, &options.llm).map_err(
                     |source| SessionError::Llm {
                         model: options.model.clone(),
-                        source: Box::new(source),
+                        err: Box::new(source),
                     },
                 )?),
             };
@@ -238,5 +233,21 @@ mod tests {
         assert!(a.starts_with("boltons-") && b.starts_with("boltons-"));
         assert_ne!(a, b);
         assert_eq!(a, repository_key(Path::new("/src/Utilities/boltons")));
+    }
+
+    #[test]
+    fn a_load_error_names_its_cause_once() {
+        let device = EmbedError::Device {
+            spec: "cuda".into(),
+            reason: "no GPU".into(),
+        };
+        let err = anyhow::Error::new(SessionError::Embed {
+            model: "minilm".into(),
+            err: Box::new(device),
+        });
+        assert_eq!(
+            format!("{err:#}"),
+            "cannot load embedding model minilm: device `cuda`: no GPU"
+        );
     }
 }

@@ -66,12 +66,9 @@ pub struct UpdateReport {
 pub enum IndexError {
     #[error(transparent)]
     Embed(#[from] EmbedError),
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS error is in the message, not chained, so `{:#}` prints it once.
+    #[error("{}: {err}", path.display())]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("{}: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("query vector has {got} dimensions, the index {want}")]
@@ -119,7 +116,7 @@ fn normalize(v: &mut [f32]) {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
     crate::fsutil::write_atomic(path, bytes).map_err(|source| IndexError::Io {
         path: path.into(),
-        source,
+        err: source,
     })
 }
 
@@ -128,7 +125,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
 fn refuse_linked_dir(dir: &Path, verb: &str) -> Result<(), IndexError> {
     crate::fsutil::refuse_link_to(dir, verb).map_err(|source| IndexError::Io {
         path: dir.into(),
-        source,
+        err: source,
     })
 }
 
@@ -188,7 +185,7 @@ impl VectorIndex {
         let read = |p: &Path| {
             crate::fsutil::read_no_follow(p).map_err(|source| IndexError::Io {
                 path: p.into(),
-                source,
+                err: source,
             })
         };
         refuse_linked_dir(dir, "read")?;

