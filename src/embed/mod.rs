@@ -244,9 +244,9 @@ pub fn network_from_bytes(
     if ids.is_empty() || ids.iter().any(|&i| i as usize >= rows) {
         return Ok(dim);
     }
-    let map = |source| EmbedError::Candle {
+    let map = |err| EmbedError::Candle {
         model: "fuzz".into(),
-        err: source,
+        err,
     };
     let l = ids.len();
     let ids_t = Tensor::from_slice(ids, (1, l), device).map_err(map)?;
@@ -330,9 +330,9 @@ impl LocalEmbedder {
     }
 
     fn candle(&self) -> impl Fn(candle_core::Error) -> EmbedError + '_ {
-        |source| EmbedError::Candle {
+        |err| EmbedError::Candle {
             model: self.info.name.clone(),
-            err: source,
+            err,
         }
     }
 

@@ -88,9 +88,9 @@ impl Session {
     pub fn load(options: SessionOptions) -> Result<Self, SessionError> {
         let started = Instant::now();
         let corpus = options.pipeline.method.corpus(options.pipeline.similarity);
-        let embed_error = |source| SessionError::Embed {
+        let embed_error = |err| SessionError::Embed {
             model: options.embed_model.clone(),
-            err: Box::new(source),
+            err: Box::new(err),
         };
         let embedder = match corpus {
             Some(_) => {
@@ -99,16 +99,15 @@ impl Session {
             }
             None => None,
         };
-        let llm: Box<dyn Llm> =
-            match options.engine.clone() {
-                Some(engine) => engine.handle(),
-                None => Box::new(CandleLlm::load(&options.model, &options.llm).map_err(
-                    |source| SessionError::Llm {
-                        model: options.model.clone(),
-                        err: Box::new(source),
-                    },
-                )?),
-            };
+        let llm: Box<dyn Llm> = match options.engine.clone() {
+            Some(engine) => engine.handle(),
+            None => Box::new(
+                CandleLlm::load(&options.model, &options.llm).map_err(|err| SessionError::Llm {
+                    model: options.model.clone(),
+                    err: Box::new(err),
+                })?,
+            ),
+        };
         Ok(Self {
             llm,
             engine: options.engine,

@@ -114,18 +114,18 @@ fn normalize(v: &mut [f32]) {
 
 /// Write `bytes` to `path` atomically ([`crate::fsutil::write_atomic`]).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IndexError> {
-    crate::fsutil::write_atomic(path, bytes).map_err(|source| IndexError::Io {
+    crate::fsutil::write_atomic(path, bytes).map_err(|err| IndexError::Io {
         path: path.into(),
-        err: source,
+        err,
     })
 }
 
 /// An error when the index folder is a symbolic link: a link planted below a cache folder would
 /// lead reads and writes anywhere.
 fn refuse_linked_dir(dir: &Path, verb: &str) -> Result<(), IndexError> {
-    crate::fsutil::refuse_link_to(dir, verb).map_err(|source| IndexError::Io {
+    crate::fsutil::refuse_link_to(dir, verb).map_err(|err| IndexError::Io {
         path: dir.into(),
-        err: source,
+        err,
     })
 }
 
@@ -183,9 +183,9 @@ impl VectorIndex {
             return Ok(None);
         }
         let read = |p: &Path| {
-            crate::fsutil::read_no_follow(p).map_err(|source| IndexError::Io {
+            crate::fsutil::read_no_follow(p).map_err(|err| IndexError::Io {
                 path: p.into(),
-                err: source,
+                err,
             })
         };
         refuse_linked_dir(dir, "read")?;

@@ -40,10 +40,10 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    fn io(path: &Path, source: std::io::Error) -> Self {
+    fn io(path: &Path, err: std::io::Error) -> Self {
         ModelError::Io {
             path: path.to_path_buf(),
-            err: source,
+            err,
         }
     }
 }

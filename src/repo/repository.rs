@@ -455,22 +455,22 @@ impl Repository {
 /// The root folder, canonical; an error when it is missing, not a folder, or cannot be listed
 /// (a root that cannot be listed is an error, not an empty repository).
 fn canonical_root(root: &Path) -> Result<PathBuf, RepoError> {
-    let meta = std::fs::metadata(root).map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
+    let meta = std::fs::metadata(root).map_err(|err| {
+        if err.kind() == std::io::ErrorKind::NotFound {
             RepoError::Missing(root.to_path_buf())
         } else {
             RepoError::Io {
                 path: root.to_path_buf(),
-                err: source,
+                err,
             }
         }
     })?;
     if !meta.is_dir() {
         return Err(RepoError::NotADirectory(root.to_path_buf()));
     }
-    let io_error = |source| RepoError::Io {
+    let io_error = |err| RepoError::Io {
         path: root.to_path_buf(),
-        err: source,
+        err,
     };
     std::fs::read_dir(root).map_err(io_error)?;
     root.canonicalize().map_err(io_error)

@@ -219,10 +219,10 @@ pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Writt
     if unchanged_text(repo, &edit.rel, &path)? != edit.original {
         return Err(WriteError::Changed { path });
     }
-    let meta = std::fs::metadata(&path).map_err(|source| WriteError::Io {
+    let meta = std::fs::metadata(&path).map_err(|err| WriteError::Io {
         what: "read",
         path: path.clone(),
-        err: source,
+        err,
     })?;
     if read_only(&meta) && !opts.force {
         return Err(WriteError::ReadOnly { path });
@@ -232,20 +232,20 @@ pub fn apply(repo: &Repository, edit: &Edit, opts: WriteOptions) -> Result<Writt
         create_dirs: false,
     };
     let backup = backup_path(&path);
-    fsutil::write_atomic_with(&backup, edit.original.as_bytes(), &keep).map_err(|source| {
+    fsutil::write_atomic_with(&backup, edit.original.as_bytes(), &keep).map_err(|err| {
         WriteError::Io {
             what: "write the backup",
             path: backup.clone(),
-            err: source,
+            err,
         }
     })?;
-    if let Err(source) = fsutil::write_atomic_with(&path, edit.updated.as_bytes(), &keep) {
+    if let Err(err) = fsutil::write_atomic_with(&path, edit.updated.as_bytes(), &keep) {
         // The file is as it was: a backup of it is only clutter.
         let _ = std::fs::remove_file(&backup);
         return Err(WriteError::Io {
             what: "replace",
             path,
-            err: source,
+            err,
         });
     }
     Ok(Written { path, backup })
@@ -268,10 +268,10 @@ fn not_source(rel: &str) -> WriteError {
 /// lies inside the repository (a folder on the way may be a link within it).
 fn inside(repo: &Repository, rel: &str) -> Result<PathBuf, WriteError> {
     let path = repo.root().join(rel);
-    let real = path.canonicalize().map_err(|source| WriteError::Io {
+    let real = path.canonicalize().map_err(|err| WriteError::Io {
         what: "read",
         path: path.clone(),
-        err: source,
+        err,
     })?;
     let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
     if link || !real.starts_with(repo.root()) {
@@ -282,10 +282,10 @@ fn inside(repo: &Repository, rel: &str) -> Result<PathBuf, WriteError> {
 
 /// The file's text, provided it is still what was indexed.
 fn unchanged_text(repo: &Repository, rel: &str, path: &Path) -> Result<String, WriteError> {
-    let text = std::fs::read_to_string(path).map_err(|source| WriteError::Io {
+    let text = std::fs::read_to_string(path).map_err(|err| WriteError::Io {
         what: "read",
         path: path.to_path_buf(),
-        err: source,
+        err,
     })?;
     if repo.file_text(rel) != Some(text.as_str()) {
         return Err(WriteError::Changed {

@@ -176,9 +176,9 @@ impl Codebase {
     /// Reads the vectors of keys that earlier processes embedded with the model `info`
     /// describes; returns how many. None stored is `Ok(0)`.
     pub fn load_vectors(&self, dir: &Path, info: &ModelInfo) -> Result<usize, IndexError> {
-        refuse_link_to(dir, "read").map_err(|source| IndexError::Io {
+        refuse_link_to(dir, "read").map_err(|err| IndexError::Io {
             path: dir.into(),
-            err: source,
+            err,
         })?;
         let dir = dir.join("line-vectors");
         let Some(index) = VectorIndex::load(&dir, &info.id, info.dim)? else {
@@ -204,9 +204,9 @@ impl Codebase {
         }
         let store = dir;
         let dir = dir.join("line-vectors");
-        let io = |source| IndexError::Io {
+        let io = |err| IndexError::Io {
             path: dir.clone(),
-            err: source,
+            err,
         };
         refuse_link_to(store, "write").map_err(io)?;
         refuse_link_to(&dir, "write").map_err(io)?;
