@@ -65,6 +65,9 @@ timed() {
 case "${1:-}" in
 prepare)
   src=$2 tasks=$3 models=${REPOHOP_MODELS:-$HOME/.cache/repohop/models}
+  # A CPU build would run there, but on the CPU: refuse it here.
+  objdump -p target/release/repohop 2>/dev/null | grep -q 'NEEDED.*libcuda' ||
+    { echo "target/release/repohop is not a --features cuda build" >&2; exit 1; }
   rm -rf .devcarry .dv && mkdir -p .devcarry .dv
   cp target/release/repohop /tmp/repohop.strip && strip /tmp/repohop.strip
   xz -T2 -6 -c /tmp/repohop.strip >.devcarry/repohop.xz
