@@ -20,14 +20,12 @@
 set -uo pipefail
 DIR=$(realpath "${1:?usage: $0 DIR OUT}")
 OUT=$(realpath "${2:?usage: $0 DIR OUT}")
+source "$(dirname "$0")/device_env.sh"
 for f in "$DIR"/*.xz; do
   [ -e "$f" ] || continue
-  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$f" "${f%.xz}" && chmod +x "${f%.xz}"
+  unxz_to "$f" "${f%.xz}" && chmod +x "${f%.xz}"
 done
-# CUDA 13 libraries (cuBLAS, cuRAND, NVRTC, cudart): a cu13 PyTorch's, where the environment has none.
-NV=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
-export LD_LIBRARY_PATH=${NV:+$NV:}/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
+gpu_env
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 # The test binaries read their fixtures from the folder they were built in.
 ROOT=$(sed -n 's/^root=//p' "$DIR/built_at" 2>/dev/null)

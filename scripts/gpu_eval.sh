@@ -15,16 +15,13 @@ set -uo pipefail
 W=/var/tmp/repohop-gpu # not /tmp: the test sandbox gives each test a private one
 GGUF=qwen2.5-coder-1.5b-instruct-q4_k_m
 MINI=all-minilm-l6-v2
+GGUF_BYTES=1117320768
 GGUF_SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 MINI_SHA=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
 FIRST_PIECE=34000000 # the first call also carries the binary and the small files
 PIECE=62000000       # 64 MiB less the working tree
 
-gpu_env() {
-  local nv
-  nv=$(python3 -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))' 2>/dev/null)
-  export LD_LIBRARY_PATH=${nv:+$nv:}/usr/local/nvidia/lib64:/usr/local/nvidia/lib:${LD_LIBRARY_PATH:-}
-}
+source "$(dirname "$0")/device_env.sh"
 
 # The weights joined from the pieces (once) and hash-checked; the GPU libraries and models found.
 ready() {
@@ -45,7 +42,7 @@ with open(a, "wb") as fa, open(b, "wb") as fb:
         fb.write(tail); hb.update(tail)
 ok = ha.hexdigest() == sha_a and hb.hexdigest() == sha_b
 print("weights", "ok" if ok else "CORRUPT")
-sys.exit(0 if ok else 1)' 1117320768 $W/models/$GGUF/model.gguf $W/models/$MINI/model.safetensors $GGUF_SHA $MINI_SHA ||
+sys.exit(0 if ok else 1)' $GGUF_BYTES $W/models/$GGUF/model.gguf $W/models/$MINI/model.safetensors $GGUF_SHA $MINI_SHA ||
       return 1
     rm -rf $W/parts
   fi
@@ -60,6 +57,11 @@ timed() {
   start=$(date +%s.%N)
   "$@" >"$out/$name.json" 2>"$out/$name.err"
   echo "$name: exit $? in $(python3 -c "import time; print(round(time.time() - $start, 1))") s"
+}
+
+# summary FILE: an eval summary's top-level figures.
+summary() {
+  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})' "$1" 2>&1 | cut -c1-900
 }
 
 case "${1:-}" in
@@ -97,8 +99,7 @@ print(i, "pieces")' $FIRST_PIECE $PIECE
 setup)
   d=$(realpath "$2") out=$(realpath "$3")
   rm -rf $W && mkdir -p $W/models $W/src $W/site $W/runs $W/parts
-  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
-    "$d/repohop.xz" $W/repohop && chmod +x $W/repohop
+  unxz_to "$d/repohop.xz" $W/repohop && chmod +x $W/repohop
   tar -C $W/models -xJf "$d/models-small.tar.xz"
   tar -C $W/src -xJf "$d/src.tar.xz"
   tar -C $W/site -xJf "$d/site.tar.xz"
@@ -109,7 +110,7 @@ setup)
   gpu_env
   timed "$out" reference $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method reference \
     --python $W/py --jobs 16 --quiet --json --out $W/runs/reference
-  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})' "$out/reference.json" 2>&1 | cut -c1-600
+  summary "$out/reference.json"
   # The pipeline on random weights of both models' layouts: it must run end to end on the GPU.
   mkdir -p $W/synth-mini && cp $W/models/$MINI/*.json $W/models/$MINI/vocab.txt $W/synth-mini/ &&
     cp -r $W/models/$MINI/1_Pooling $W/synth-mini/ &&
@@ -142,7 +143,7 @@ run)
   timed "$out" "$name" $W/repohop eval --tasks $W/dev-tasks.jsonl --source-root $W/src --method "$method" \
     --device cuda --python $W/py --jobs 16 --json --out $W/runs/"$name" "$@"
   tar -C $W/runs -cJf "$out/$name-run.tar.xz" "$name"
-  python3 -c 'import json, sys; r = json.load(open(sys.argv[1])); print({k: v for k, v in r.items() if not isinstance(v, (list, dict))})' "$out/$name.json" 2>&1 | cut -c1-900
+  summary "$out/$name.json"
   tail -n 3 "$out/$name.err"
   ;;
 *)
