@@ -172,10 +172,10 @@ impl RemoteArgs {
     pub fn llm_or(&self, model: &str) -> Result<Box<dyn repohop::llm::Llm>> {
         Ok(match self.connect()? {
             Some(remote) => Box::new(remote),
-            None => Box::new(
-                repohop::llm::CandleLlm::load(model, &repohop::llm::LlmOptions::default())
-                    .with_context(|| format!("cannot load the model {model}"))?,
-            ),
+            None => Box::new(repohop::llm::CandleLlm::load(
+                model,
+                &repohop::llm::LlmOptions::default(),
+            )?),
         })
     }
 }

@@ -159,8 +159,7 @@ pub fn bench(args: BenchLinesArgs) -> Result<()> {
             (k.to_string(), json!(median(last)))
         })
         .collect();
-    let llm = CandleLlm::load(&args.model, &LlmOptions::default())
-        .with_context(|| format!("cannot load the model {}", args.model))?;
+    let llm = CandleLlm::load(&args.model, &LlmOptions::default())?;
     let count = |s: &str| {
         llm.count_tokens(&Prompt::Text(s.to_string()))
             .unwrap_or(s.len() / 3)

@@ -317,10 +317,7 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
                 settings.engine = match remote {
                     Some(remote) => Some(remote),
                     None if args.concurrency > 1 => {
-                        let llm = CandleLlm::load(&args.model, &settings.llm_options())
-                            .with_context(|| {
-                                format!("cannot load generator model {}", args.model)
-                            })?;
+                        let llm = CandleLlm::load(&args.model, &settings.llm_options())?;
                         Some(Engine::Local(SharedLlm::spawn(llm)))
                     }
                     None => None,

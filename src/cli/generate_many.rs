@@ -62,8 +62,7 @@ pub fn run(args: &GenerateArgs, repo: &Repository, file: &Path) -> Result<()> {
     let engine = match args.remote.connect()? {
         Some(remote) => Some(Engine::Remote(remote)),
         None if args.concurrency > 1 => {
-            let llm = CandleLlm::load(&args.model, &llm_options(args))
-                .with_context(|| format!("cannot load generator model {}", args.model))?;
+            let llm = CandleLlm::load(&args.model, &llm_options(args))?;
             Some(Engine::Local(SharedLlm::spawn(llm)))
         }
         None => None,

@@ -45,9 +45,10 @@ pub struct SessionOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    /// Causes are in the message, not chained, so `{:#}` prints each once.
-    #[error("cannot load generator model {model}: {err}")]
-    Llm { model: String, err: Box<LlmError> },
+    /// Causes are in the message, not chained, so `{:#}` prints each once. The model's own
+    /// load errors name it.
+    #[error(transparent)]
+    Llm(Box<LlmError>),
     #[error("cannot load embedding model {model}: {err}")]
     Embed { model: String, err: Box<EmbedError> },
     #[error(transparent)]
@@ -102,10 +103,8 @@ impl Session {
         let llm: Box<dyn Llm> = match options.engine.clone() {
             Some(engine) => engine.handle(),
             None => Box::new(
-                CandleLlm::load(&options.model, &options.llm).map_err(|err| SessionError::Llm {
-                    model: options.model.clone(),
-                    err: Box::new(err),
-                })?,
+                CandleLlm::load(&options.model, &options.llm)
+                    .map_err(|err| SessionError::Llm(Box::new(err)))?,
             ),
         };
         Ok(Self {
