@@ -493,6 +493,8 @@ fn a_bad_gguf_is_one_message_without_a_backtrace() {
         stderr.lines().count() <= 3 && !stderr.contains("backtrace"),
         "{stderr}"
     );
+    // The model is named once: the load error says which file, nothing repeats it.
+    assert_eq!(stderr.matches("bad.gguf").count(), 1, "{stderr}");
 }
 
 // 13. A closed output pipe.
