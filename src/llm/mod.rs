@@ -71,8 +71,15 @@ pub enum LlmError {
     },
     #[error("LLM server {endpoint}: {reason}")]
     Remote { endpoint: String, reason: String },
+    /// The cause is in the message, not chained, so `{:#}` prints it once.
     #[error("inference failed: {0}")]
-    Inference(#[from] candle_core::Error),
+    Inference(candle_core::Error),
+}
+
+impl From<candle_core::Error> for LlmError {
+    fn from(err: candle_core::Error) -> Self {
+        LlmError::Inference(err)
+    }
 }
 
 /// What to generate from.
@@ -258,5 +265,16 @@ impl Engine {
             Engine::Local(shared) => Box::new(shared.clone()),
             Engine::Remote(remote) => Box::new(remote.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inference_error_names_its_cause_once() {
+        let err = anyhow::Error::new(LlmError::from(candle_core::Error::Msg("no memory".into())));
+        assert_eq!(format!("{err:#}"), "inference failed: no memory");
     }
 }
