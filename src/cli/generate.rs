@@ -220,6 +220,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 "dropped_context": generation.dropped,
                 "local": generation.local,
                 "grounding": run.grounding,
+                "steps": run.steps,
                 "finish_reason": r.finish_reason,
             },
             "timings": {
@@ -233,8 +234,8 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                     "cached": dy_trace.cached_tokens(), "calls": dy_trace.calls.len(),
                 },
                 "generation": {
-                    "in": r.prompt_tokens, "out": r.generated_tokens,
-                    "cached": r.cached_prompt_tokens,
+                    "in": run.generation_tokens.0, "out": run.generation_tokens.1,
+                    "cached": run.generation_cached(),
                 },
             },
             "written": written.as_ref().map(|w| &w.path),
@@ -314,15 +315,22 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     }
     eprintln!(
         "retrieval: similarity {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of \
-         which {} cached); generation {:.1} s ({} prompt tokens, {} generated)",
+         which {} cached); generation {:.1} s ({}; {} prompt tokens of which {} cached, {} \
+         generated)",
         run.similarity_s,
         run.dyretriever_s,
         dy_trace.calls.len(),
         dy_trace.prompt_tokens(),
         dy_trace.cached_tokens(),
         run.generation_s,
-        generation.response.prompt_tokens,
-        generation.response.generated_tokens
+        run.steps
+            .iter()
+            .map(|s| format!("{} {:.1} s", s.step, s.seconds))
+            .collect::<Vec<_>>()
+            .join(", "),
+        run.generation_tokens.0,
+        run.generation_cached(),
+        run.generation_tokens.1
     );
     print!("{function}");
     if let Some(w) = written {

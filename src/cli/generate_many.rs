@@ -145,6 +145,7 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
         "finish_reason": r.finish_reason,
         "context": run.context.iter().map(|c| &c.qualname).collect::<Vec<_>>(),
         "grounding": run.grounding,
+        "steps": run.steps,
         "timings": {
             "embedding_index_s": indexing_s,
             "similarity_s": run.similarity_s,
@@ -152,7 +153,7 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
             "generation_s": run.generation_s,
         },
         "tokens": {
-            "generation": {"in": r.prompt_tokens, "out": r.generated_tokens, "cached": r.cached_prompt_tokens},
+            "generation": {"in": run.generation_tokens.0, "out": run.generation_tokens.1, "cached": run.generation_cached()},
             "dyretriever": {"in": run.dyretriever.prompt_tokens(), "out": run.dyretriever.generated_tokens()},
         },
     }))

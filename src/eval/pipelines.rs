@@ -254,7 +254,6 @@ impl Method for Pipeline {
         } = self.session.run(&repo, &view, &target)?;
         let opts = &self.session.options;
         let dy = &run.dyretriever;
-        let r = &run.generation.response;
         let mut phases = vec![Phase {
             name: "indexing".into(),
             seconds: indexing_s,
@@ -311,8 +310,9 @@ impl Method for Pipeline {
                 })),
                 "dropped_context": run.generation.dropped,
                 "grounding": run.grounding,
+                "steps": run.steps,
                 "raw_answer": run.generation.raw_answer,
-                "cached_prompt_tokens": dy.cached_tokens() + r.cached_prompt_tokens,
+                "cached_prompt_tokens": dy.cached_tokens() + run.generation_cached(),
             }),
         })
     }

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
-use crate::llm::{Llm, Sampling};
+use crate::llm::{GenerateResponse, Llm, Sampling};
 use crate::repo::mask::MaskedView;
 use crate::repo::{FnId, Repository};
 use crate::retrieve::dense::{self, DenseError};
@@ -233,6 +233,42 @@ impl SampleTrace {
     }
 }
 
+/// One timed step of the generation phase: where a task's seconds go.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepTrace {
+    /// `first` (the greedy answer), `retries` (the repair round and the samples, decoded
+    /// together), `infill` (the fill-in-the-middle answer) or `review` (one scoring pass per
+    /// reviewed answer: prompt tokens only, the docstring scored counted with them).
+    pub step: &'static str,
+    pub seconds: f64,
+    pub prompt_tokens: usize,
+    /// Prompt tokens served from the prefix KV cache (not known for reviews: 0).
+    pub cached_prompt_tokens: usize,
+    pub generated_tokens: usize,
+}
+
+impl StepTrace {
+    fn new<'a>(
+        step: &'static str,
+        started: Instant,
+        responses: impl IntoIterator<Item = &'a GenerateResponse>,
+    ) -> Self {
+        let mut out = StepTrace {
+            step,
+            seconds: started.elapsed().as_secs_f64(),
+            prompt_tokens: 0,
+            cached_prompt_tokens: 0,
+            generated_tokens: 0,
+        };
+        for r in responses {
+            out.prompt_tokens += r.prompt_tokens;
+            out.cached_prompt_tokens += r.cached_prompt_tokens;
+            out.generated_tokens += r.generated_tokens;
+        }
+        out
+    }
+}
+
 /// A result of the similarity part: a function or a SimpleRAG slice, with its score.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimilarItem {
@@ -254,9 +290,18 @@ pub struct PipelineRun {
     pub grounding: GroundingTrace,
     /// Prompt and generated tokens of the generation step, the repair round and samples included.
     pub generation_tokens: (usize, usize),
+    /// The generation phase's steps in the order run, each timed.
+    pub steps: Vec<StepTrace>,
     pub similarity_s: f64,
     pub dyretriever_s: f64,
     pub generation_s: f64,
+}
+
+impl PipelineRun {
+    /// Prompt tokens of the generation step served from the prefix cache, every answer counted.
+    pub fn generation_cached(&self) -> usize {
+        self.steps.iter().map(|s| s.cached_prompt_tokens).sum()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -344,6 +389,7 @@ pub fn run(
     let started = Instant::now();
     let local = opts.local.then(|| LocalView::new(view, target)).flatten();
     let mut generation = generate(llm, target, local.as_ref(), &snippets, &opts.generation)?;
+    let mut steps = vec![StepTrace::new("first", started, [&generation.response])];
     let mut checked = GroundingTrace::default();
     let first_tokens = (
         generation.response.prompt_tokens,
@@ -381,7 +427,11 @@ pub fn run(
                     seed,
                 })
             }));
-            let mut answers = retry(llm, target, &original, &retries).into_iter();
+            let step_started = Instant::now();
+            let answers = retry(llm, target, &original, &retries);
+            let responses = answers.iter().flatten().map(|g| &g.response);
+            steps.push(StepTrace::new("retries", step_started, responses));
+            let mut answers = answers.into_iter();
             let repaired = if repair { answers.next() } else { None };
             match repaired {
                 Some(Ok(second)) => {
@@ -426,7 +476,10 @@ pub fn run(
                 format: PromptFormat::Infill,
                 ..opts.generation.clone()
             };
+            let step_started = Instant::now();
             let answer = generate(llm, target, local.as_ref(), &snippets, &infill_options);
+            let response = answer.as_ref().ok().map(|g| &g.response);
+            steps.push(StepTrace::new("infill", step_started, response));
             let (trace, candidate) = candidate(answer, 0, view, target, &mut extra_tokens)?;
             if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
                 offer("infill".to_string(), &candidate, found);
@@ -448,8 +501,12 @@ pub fn run(
             let eligible: Vec<bool> = pool.iter().map(|(_, _, p)| *p == fewest).collect();
             let mut reviews = vec![None; pool.len()];
             if opts.select == Select::Review {
+                let step_started = Instant::now();
                 let found = select::reviews(llm, target, &answers, &eligible)
                     .map_err(GenerateError::Llm)?;
+                let mut step = StepTrace::new("review", step_started, []);
+                step.prompt_tokens = found.tokens;
+                steps.push(step);
                 reviews = found.scores;
                 extra_tokens.0 += found.tokens;
                 checked.review_error = found.error;
@@ -503,6 +560,7 @@ pub fn run(
             first_tokens.0 + extra_tokens.0,
             first_tokens.1 + extra_tokens.1,
         ),
+        steps,
         grounding: checked,
         similarity_s,
         dyretriever_s,
@@ -901,6 +959,23 @@ mod tests {
             5 * 100 + 3 * 45,
             "the reviews' tokens are counted"
         );
+        // The timed steps account for the same tokens.
+        let steps: Vec<(&str, usize, usize)> = run
+            .steps
+            .iter()
+            .map(|s| (s.step, s.prompt_tokens, s.generated_tokens))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                ("first", 100, 10),
+                ("retries", 300, 30),
+                ("infill", 100, 10),
+                ("review", 135, 0)
+            ]
+        );
+        let out: usize = run.steps.iter().map(|s| s.generated_tokens).sum();
+        assert_eq!(out, run.generation_tokens.1);
 
         // An engine that cannot score: the error is traced and centrality alone chooses.
         let (run, _) = run_selecting(
