@@ -183,6 +183,22 @@ fn generate_writes_a_new_function_from_a_signature_file() {
         .unwrap()
         .iter()
         .all(|c| c["source"] == "bm25"));
+    // The generation phase step by step: the greedy answer first, and every answer's tokens
+    // in the totals.
+    let steps = v["trace"]["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["step"], "first", "{steps:?}");
+    let sum = |key: &str| -> u64 { steps.iter().map(|s| s[key].as_u64().unwrap()).sum() };
+    let tokens = &v["tokens"]["generation"];
+    assert_eq!(sum("prompt_tokens"), tokens["in"].as_u64().unwrap(), "{v}");
+    assert_eq!(
+        sum("generated_tokens"),
+        tokens["out"].as_u64().unwrap(),
+        "{v}"
+    );
+    assert_eq!(
+        sum("cached_prompt_tokens"),
+        tokens["cached"].as_u64().unwrap()
+    );
 
     let original = std::fs::read_to_string(fixture_root().join("fspath/path.py")).unwrap();
     let written = std::fs::read_to_string(root.join("fspath/path.py")).unwrap();
