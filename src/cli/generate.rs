@@ -234,7 +234,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                     "cached": dy_trace.cached_tokens(), "calls": dy_trace.calls.len(),
                 },
                 "generation": {
-                    "in": run.generation_tokens.0, "out": run.generation_tokens.1,
+                    "in": run.generation_tokens().0, "out": run.generation_tokens().1,
                     "cached": run.generation_cached(),
                 },
             },
@@ -328,9 +328,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             .map(|s| format!("{} {:.1} s", s.step, s.seconds))
             .collect::<Vec<_>>()
             .join(", "),
-        run.generation_tokens.0,
+        run.generation_tokens().0,
         run.generation_cached(),
-        run.generation_tokens.1
+        run.generation_tokens().1
     );
     print!("{function}");
     if let Some(w) = written {

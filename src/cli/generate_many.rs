@@ -153,7 +153,7 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
             "generation_s": run.generation_s,
         },
         "tokens": {
-            "generation": {"in": run.generation_tokens.0, "out": run.generation_tokens.1, "cached": run.generation_cached()},
+            "generation": {"in": run.generation_tokens().0, "out": run.generation_tokens().1, "cached": run.generation_cached()},
             "dyretriever": {"in": run.dyretriever.prompt_tokens(), "out": run.dyretriever.generated_tokens()},
         },
     }))

@@ -277,8 +277,8 @@ impl Method for Pipeline {
         phases.push(Phase {
             name: "generation".into(),
             seconds: run.generation_s,
-            tokens_in: run.generation_tokens.0 as u64,
-            tokens_out: run.generation_tokens.1 as u64,
+            tokens_in: run.generation_tokens().0 as u64,
+            tokens_out: run.generation_tokens().1 as u64,
         });
         let shows_context = opts.method != Kind::Direct || run.generation.local.is_some();
         let context = shows_context.then(|| {

@@ -288,8 +288,6 @@ pub struct PipelineRun {
     pub generation: Generation,
     /// The names check of the first answer and, after a repair round, of the second.
     pub grounding: GroundingTrace,
-    /// Prompt and generated tokens of the generation step, the repair round and samples included.
-    pub generation_tokens: (usize, usize),
     /// The generation phase's steps in the order run, each timed.
     pub steps: Vec<StepTrace>,
     pub similarity_s: f64,
@@ -298,6 +296,12 @@ pub struct PipelineRun {
 }
 
 impl PipelineRun {
+    /// Prompt and generated tokens of the generation step, every answer and review counted.
+    pub fn generation_tokens(&self) -> (usize, usize) {
+        let prompt = self.steps.iter().map(|s| s.prompt_tokens).sum();
+        (prompt, self.steps.iter().map(|s| s.generated_tokens).sum())
+    }
+
     /// Prompt tokens of the generation step served from the prefix cache, every answer counted.
     pub fn generation_cached(&self) -> usize {
         self.steps.iter().map(|s| s.cached_prompt_tokens).sum()
@@ -391,11 +395,6 @@ pub fn run(
     let mut generation = generate(llm, target, local.as_ref(), &snippets, &opts.generation)?;
     let mut steps = vec![StepTrace::new("first", started, [&generation.response])];
     let mut checked = GroundingTrace::default();
-    let first_tokens = (
-        generation.response.prompt_tokens,
-        generation.response.generated_tokens,
-    );
-    let mut extra_tokens = (0, 0);
     if opts.grounding {
         let pooled = opts.select.pools();
         let first = grounding::check(view, target, &generation.completion.function);
@@ -437,7 +436,6 @@ pub fn run(
                 Some(Ok(second)) => {
                     let r = &second.response;
                     checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);
-                    extra_tokens = checked.repair_tokens;
                     checked.repaired_answer = Some(second.raw_answer.clone());
                     let again = grounding::check(view, target, &second.completion.function);
                     offer("repair".to_string(), &second, again.problems.len());
@@ -453,7 +451,7 @@ pub fn run(
                 None => {}
             }
             for (seed, answer) in (1..).zip(answers) {
-                let (trace, candidate) = candidate(answer, seed, view, target, &mut extra_tokens)?;
+                let (trace, candidate) = candidate(answer, seed, view, target)?;
                 if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
                     offer(format!("sample{seed}"), &candidate, found);
                     if found < problems {
@@ -480,7 +478,7 @@ pub fn run(
             let answer = generate(llm, target, local.as_ref(), &snippets, &infill_options);
             let response = answer.as_ref().ok().map(|g| &g.response);
             steps.push(StepTrace::new("infill", step_started, response));
-            let (trace, candidate) = candidate(answer, 0, view, target, &mut extra_tokens)?;
+            let (trace, candidate) = candidate(answer, 0, view, target)?;
             if let (Some(candidate), Some(found)) = (candidate, trace.problems()) {
                 offer("infill".to_string(), &candidate, found);
                 if problems > 0 && found == 0 {
@@ -508,7 +506,6 @@ pub fn run(
                 step.prompt_tokens = found.tokens;
                 steps.push(step);
                 reviews = found.scores;
-                extra_tokens.0 += found.tokens;
                 checked.review_error = found.error;
             }
             let ranks = select::ranks(&scores, &reviews, &eligible);
@@ -556,10 +553,6 @@ pub fn run(
             })
             .collect(),
         generation,
-        generation_tokens: (
-            first_tokens.0 + extra_tokens.0,
-            first_tokens.1 + extra_tokens.1,
-        ),
         steps,
         grounding: checked,
         similarity_s,
@@ -568,15 +561,14 @@ pub fn run(
     })
 }
 
-/// Another answer (a sample, or the infilled one) checked for names, its tokens added to
-/// `extra`: its trace, and the answer when there is one. An LLM failure ends the run; other
-/// errors (an answer that doesn't parse) are traced.
+/// Another answer (a sample, or the infilled one) checked for names: its trace, and the answer
+/// when there is one. An LLM failure ends the run; other errors (an answer that doesn't parse)
+/// are traced.
 fn candidate(
     answer: Result<Generation, GenerateError>,
     seed: u64,
     view: &MaskedView,
     target: &Target,
-    extra: &mut (usize, usize),
 ) -> Result<(SampleTrace, Option<Generation>), PipelineError> {
     let mut trace = SampleTrace {
         seed,
@@ -588,8 +580,6 @@ fn candidate(
         Ok(candidate) => {
             let r = &candidate.response;
             trace.tokens = (r.prompt_tokens, r.generated_tokens);
-            extra.0 += r.prompt_tokens;
-            extra.1 += r.generated_tokens;
             trace.check = Some(grounding::check(
                 view,
                 target,
@@ -815,7 +805,7 @@ mod tests {
             .expect("first answer kept");
         assert!(first.contains("add_numbers"));
         assert!(run.generation.completion.function.contains("return a + b"));
-        assert_eq!(run.generation_tokens, (500, 50));
+        assert_eq!(run.generation_tokens(), (500, 50));
     }
 
     #[test]
@@ -855,7 +845,7 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("add_numbers"));
-        assert_eq!(run.generation_tokens, (400, 40));
+        assert_eq!(run.generation_tokens(), (400, 40));
     }
 
     #[test]
@@ -955,7 +945,7 @@ mod tests {
         assert_eq!(g.review_error, None);
         // Five answers of 100 prompt tokens, three reviews of 40 + 5.
         assert_eq!(
-            run.generation_tokens.0,
+            run.generation_tokens().0,
             5 * 100 + 3 * 45,
             "the reviews' tokens are counted"
         );
@@ -974,8 +964,6 @@ mod tests {
                 ("review", 135, 0)
             ]
         );
-        let out: usize = run.steps.iter().map(|s| s.generated_tokens).sum();
-        assert_eq!(out, run.generation_tokens.1);
 
         // An engine that cannot score: the error is traced and centrality alone chooses.
         let (run, _) = run_selecting(
