@@ -202,6 +202,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     };
     if args.json {
         let r = &generation.response;
+        let (tokens_in, tokens_out) = run.generation_tokens();
         let out = json!({
             "target": name,
             "path": target.path,
@@ -234,7 +235,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                     "cached": dy_trace.cached_tokens(), "calls": dy_trace.calls.len(),
                 },
                 "generation": {
-                    "in": run.generation_tokens().0, "out": run.generation_tokens().1,
+                    "in": tokens_in, "out": tokens_out,
                     "cached": run.generation_cached(),
                 },
             },
@@ -313,6 +314,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             }
         }
     }
+    let (tokens_in, tokens_out) = run.generation_tokens();
     eprintln!(
         "retrieval: similarity {:.1} s, DyRetriever {:.1} s ({} LLM calls, {} prompt tokens of \
          which {} cached); generation {:.1} s ({}; {} prompt tokens of which {} cached, {} \
@@ -328,9 +330,9 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             .map(|s| format!("{} {:.1} s", s.step, s.seconds))
             .collect::<Vec<_>>()
             .join(", "),
-        run.generation_tokens().0,
+        tokens_in,
         run.generation_cached(),
-        run.generation_tokens().1
+        tokens_out
     );
     print!("{function}");
     if let Some(w) = written {

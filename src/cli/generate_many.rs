@@ -138,6 +138,7 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
     } = session.run(repo, &view, &target)?;
     let g = &run.generation;
     let r = &g.response;
+    let (tokens_in, tokens_out) = run.generation_tokens();
     Ok(json!({
         "target": id.map_or(target.name.clone(), |id| repo.function(id).qualname.clone()),
         "path": target.path,
@@ -153,7 +154,7 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
             "generation_s": run.generation_s,
         },
         "tokens": {
-            "generation": {"in": run.generation_tokens().0, "out": run.generation_tokens().1, "cached": run.generation_cached()},
+            "generation": {"in": tokens_in, "out": tokens_out, "cached": run.generation_cached()},
             "dyretriever": {"in": run.dyretriever.prompt_tokens(), "out": run.dyretriever.generated_tokens()},
         },
     }))

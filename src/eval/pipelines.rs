@@ -274,11 +274,12 @@ impl Method for Pipeline {
                 tokens_out: dy.generated_tokens() as u64,
             });
         }
+        let (tokens_in, tokens_out) = run.generation_tokens();
         phases.push(Phase {
             name: "generation".into(),
             seconds: run.generation_s,
-            tokens_in: run.generation_tokens().0 as u64,
-            tokens_out: run.generation_tokens().1 as u64,
+            tokens_in: tokens_in as u64,
+            tokens_out: tokens_out as u64,
         });
         let shows_context = opts.method != Kind::Direct || run.generation.local.is_some();
         let context = shows_context.then(|| {
