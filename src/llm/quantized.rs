@@ -19,8 +19,9 @@ use candle_core::quantized::{GgmlDType, QTensor};
 
 use super::kernels::SharedMut;
 
-/// `$f::<R>(args)` with R = `$rows` (1 ..= [`MAX_ROWS`]) as a constant: the kernels are
-/// monomorphised per activation-row count so their per-row registers stay registers.
+/// `$f::<R>(args)` with R = `$rows` (1 ..= 4, or 1 ..= 8 after `8;`) as a constant: the
+/// kernels are monomorphised per activation-row count so their per-row registers stay
+/// registers (AVX2's 16 registers hold 4 rows' sums, AVX-512's 32 hold 8).
 macro_rules! by_rows {
     ($rows:expr, $f:ident($($arg:expr),*)) => {
         match $rows {
@@ -28,6 +29,18 @@ macro_rules! by_rows {
             2 => $f::<2>($($arg),*),
             3 => $f::<3>($($arg),*),
             _ => $f::<4>($($arg),*),
+        }
+    };
+    (8; $rows:expr, $f:ident($($arg:expr),*)) => {
+        match $rows {
+            1 => $f::<1>($($arg),*),
+            2 => $f::<2>($($arg),*),
+            3 => $f::<3>($($arg),*),
+            4 => $f::<4>($($arg),*),
+            5 => $f::<5>($($arg),*),
+            6 => $f::<6>($($arg),*),
+            7 => $f::<7>($($arg),*),
+            _ => $f::<8>($($arg),*),
         }
     };
 }
@@ -39,8 +52,10 @@ mod avx2;
 const QK: usize = 256;
 /// Weight rows per tile: one AVX-512 register of f32 outputs.
 const TILE_ROWS: usize = 16;
-/// Activation rows a tile is multiplied with per pass (register blocking in prefill).
-const MAX_ROWS: usize = 4;
+/// Activation rows a weight block is unpacked for and multiplied with at once, by the AVX2
+/// and AVX-512 kernels (register blocking: more rows share one unpacking).
+const AVX2_ROWS: usize = 4;
+const AVX512_ROWS: usize = 8;
 /// Most activation rows our Q6_K kernel takes (passes of a few tokens); candle multiplies more.
 pub(crate) const Q6K_MAX_ROWS: usize = 16;
 /// GGUF block sizes in bytes.
@@ -105,6 +120,8 @@ pub(crate) fn available() -> bool {
 /// The entry points of one kernel set.
 #[derive(Clone, Copy)]
 struct Kernels {
+    /// Most activation rows per kernel call.
+    rows: usize,
     quantize: unsafe fn(&[f32; QK], &mut Q8Block),
     q4k: unsafe fn(&Q4KTiles, &Q8Rows, Range<usize>, usize, SharedMut, usize),
     q6k: unsafe fn(&Q6KRows<'_>, &Q8Rows, Range<usize>, Range<usize>, SharedMut, usize),
@@ -115,11 +132,13 @@ fn kernels() -> Kernels {
     match isa() {
         #[cfg(target_arch = "x86_64")]
         Some(QuantIsa::Avx2) => Kernels {
+            rows: AVX2_ROWS,
             quantize: avx2::quantize_block,
             q4k: avx2::q4k_unit,
             q6k: avx2::q6k_unit,
         },
         Some(QuantIsa::Avx512Vnni) => Kernels {
+            rows: AVX512_ROWS,
             quantize: x86::quantize_block,
             q4k: x86::q4k_unit,
             q6k: x86::q6k_unit,
@@ -137,14 +156,25 @@ pub(crate) struct Q8Block {
     sums16: [i16; QK / 16],
     /// Sums of `qs` over each 32 values (Q4_K's sub-blocks), as f32.
     sums32: [f32; QK / 32],
+    /// The same sums as integers (at most 32 × 127 in magnitude).
+    sums32i: [i16; QK / 32],
     d: f32,
 }
 
 impl Q8Block {
+    /// The 32-value sums from the 16-value ones.
+    fn fill_sums32(&mut self) {
+        for (s, pair) in self.sums16.chunks_exact(2).enumerate() {
+            self.sums32i[s] = pair[0] + pair[1];
+            self.sums32[s] = self.sums32i[s] as f32;
+        }
+    }
+
     const ZERO: Q8Block = Q8Block {
         qs: [0; QK],
         sums16: [0; QK / 16],
         sums32: [0.0; QK / 32],
+        sums32i: [0; QK / 32],
         d: 0.0,
     };
 }
@@ -371,7 +401,7 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
     let kernels = kernels();
     assert_eq!(weights.len(), outs.len());
     let k = x.per_row * QK;
-    let row_chunks = x.rows.div_ceil(MAX_ROWS);
+    let row_chunks = x.rows.div_ceil(kernels.rows);
     // Unit ranges per weight: its output-row groups × activation-row chunks, the latter
     // innermost so consecutive units reuse one weight tile from cache.
     let mut starts = Vec::with_capacity(weights.len());
@@ -393,8 +423,8 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             let wi = starts.partition_point(|&s| s <= unit) - 1;
             let local = unit - starts[wi];
             let (group, chunk) = (local / row_chunks, local % row_chunks);
-            let r0 = chunk * MAX_ROWS;
-            let rows = r0..(r0 + MAX_ROWS).min(x.rows);
+            let r0 = chunk * kernels.rows;
+            let rows = r0..(r0 + kernels.rows).min(x.rows);
             let w = &weights[wi];
             let n = w.n();
             let cols = group * w.unit_rows()..((group + 1) * w.unit_rows()).min(n);
@@ -423,7 +453,7 @@ mod x86 {
     use super::*;
     use core::arch::x86_64::*;
 
-    /// Tile row group `group` of `w` times activation rows `rows` (at most [`MAX_ROWS`]).
+    /// Tile row group `group` of `w` times activation rows `rows` (at most [`AVX512_ROWS`]).
     ///
     /// # Safety
     /// [`available`] must hold; `w.k` must equal `x`'s row length, `n` must be `w.n`, `rows`
@@ -439,8 +469,8 @@ mod x86 {
     ) {
         let per_row = w.k / QK;
         let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
-        // SAFETY: the caller's contract is `q4k_tiles`'s, with R = rows.len() ≤ MAX_ROWS.
-        unsafe { by_rows!(rows.len(), q4k_tiles(tiles, x, rows.start, group, dst, n)) }
+        // SAFETY: the caller's contract is `q4k_tiles`'s, with R = rows.len() ≤ AVX512_ROWS.
+        unsafe { by_rows!(8; rows.len(), q4k_tiles(tiles, x, rows.start, group, dst, n)) }
     }
 
     /// One 256-value activation block to [`Q8Block`].
@@ -473,9 +503,7 @@ mod x86 {
             };
             out.sums16[g] = _mm512_reduce_add_epi32(q) as i16;
         }
-        for (s, pair) in out.sums32.iter_mut().zip(out.sums16.chunks_exact(2)) {
-            *s = (pair[0] + pair[1]) as f32;
-        }
+        out.fill_sums32();
         out.d = amax / 127.0;
     }
 
@@ -506,7 +534,8 @@ mod x86 {
     ) {
         // SAFETY: the features are present (contract). Weight loads: 64 bytes at
         // (s·4 + g)·64 ≤ 1984 in `tile.qs` (2048 bytes); `d`/`dmin` 32 bytes, scales/mins 16.
-        // Activation reads: 4 + 4 bytes at s·32 + g·8 ≤ 248 in `qs` (256), rows r0..r0+R
+        // Activation reads: 4 + 4 bytes at s·32 + g·8 ≤ 248 in `qs` (256), 4 at 4·p ≤ 12 in
+        // `sums32i` (16), rows r0..r0+R
         // bounds-checked by `x.row`. Stores: 16 values at row r0 + i, column 16·group, inside
         // `dst` and this unit's own block (contract). Prefetches may point anywhere.
         unsafe {
@@ -516,54 +545,76 @@ mod x86 {
             for (b, tile) in tiles.iter().enumerate() {
                 let d = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr().cast()));
                 let dmin = _mm512_cvtph_ps(_mm256_loadu_si256(tile.dmin.as_ptr().cast()));
-                let mut sum = [_mm512_setzero_ps(); R];
-                // Sub-blocks in pairs: two independent dot-product chains per row.
-                for pair in 0..4 {
-                    let (sa, sb) = (2 * pair, 2 * pair + 1);
-                    let mut ia = [_mm512_setzero_si512(); R];
-                    let mut ib = [_mm512_setzero_si512(); R];
-                    for g in 0..4 {
-                        // Three lines per step cover the 37 of a tile `Q4K_AHEAD` bytes on.
-                        let ahead = (tile as *const Q4KTile)
-                            .cast::<i8>()
-                            .wrapping_add(Q4K_AHEAD);
-                        for j in 0..3 {
-                            _mm_prefetch::<_MM_HINT_T0>(
-                                ahead.wrapping_add(((pair * 4 + g) * 3 + j) * 64),
-                            );
-                        }
-                        let wa = _mm512_loadu_si512(tile.qs.as_ptr().add((sa * 4 + g) * 64).cast());
-                        let wb = _mm512_loadu_si512(tile.qs.as_ptr().add((sb * 4 + g) * 64).cast());
-                        let (lo_a, hi_a) = (
-                            _mm512_and_si512(wa, nibble),
-                            _mm512_and_si512(_mm512_srli_epi16(wa, 4), nibble),
-                        );
-                        let (lo_b, hi_b) = (
-                            _mm512_and_si512(wb, nibble),
-                            _mm512_and_si512(_mm512_srli_epi16(wb, 4), nibble),
-                        );
-                        for i in 0..R {
-                            let q = acts[i][b].qs.as_ptr();
-                            let (pa, pb) = (q.add(sa * 32 + g * 8), q.add(sb * 32 + g * 8));
-                            ia[i] = _mm512_dpbusd_epi32(ia[i], lo_a, bcast4(pa));
-                            ia[i] = _mm512_dpbusd_epi32(ia[i], hi_a, bcast4(pa.add(4)));
-                            ib[i] = _mm512_dpbusd_epi32(ib[i], lo_b, bcast4(pb));
-                            ib[i] = _mm512_dpbusd_epi32(ib[i], hi_b, bcast4(pb.add(4)));
-                        }
+                // The mins' term first, exact in integers: Σ_s min_s × (sum of the
+                // sub-block's activations), two sub-blocks per `dpwssd` (mins as i16 pairs).
+                let min_pairs: [__m512i; 4] = std::array::from_fn(|p| {
+                    let widen = |s: usize| {
+                        _mm512_cvtepu8_epi32(_mm_loadu_si128(tile.mins[s].as_ptr().cast()))
+                    };
+                    _mm512_or_si512(widen(2 * p), _mm512_slli_epi32(widen(2 * p + 1), 16))
+                });
+                let mut sum: [__m512; R] = std::array::from_fn(|i| {
+                    let sums = acts[i][b].sums32i.as_ptr().cast::<i8>();
+                    let mut m = _mm512_setzero_si512();
+                    for (p, pair) in min_pairs.iter().enumerate() {
+                        m = _mm512_dpwssd_epi32(m, *pair, bcast4(sums.add(4 * p)));
                     }
-                    for (s, dots) in [(sa, &ia), (sb, &ib)] {
-                        let widen = |bytes: &[u8; TILE_ROWS]| {
-                            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(
-                                bytes.as_ptr().cast(),
-                            )))
-                        };
-                        let scale = _mm512_mul_ps(d, widen(&tile.scales[s]));
-                        let min = _mm512_mul_ps(dmin, widen(&tile.mins[s]));
-                        for i in 0..R {
-                            sum[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[i]), scale, sum[i]);
-                            let bsum = _mm512_set1_ps(acts[i][b].sums32[s]);
-                            sum[i] = _mm512_fnmadd_ps(min, bsum, sum[i]);
+                    _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(m), _mm512_setzero_ps())
+                });
+                // Columns 8g..8g + 8 of sub-block s, for every row, into `dots`.
+                let dot_step = |s: usize, g: usize, dots: &mut [__m512i; R]| {
+                    let w = _mm512_loadu_si512(tile.qs.as_ptr().add((s * 4 + g) * 64).cast());
+                    let lo = _mm512_and_si512(w, nibble);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+                    for (dot, act) in dots.iter_mut().zip(&acts) {
+                        let q = act[b].qs.as_ptr().add(s * 32 + g * 8);
+                        *dot = _mm512_dpbusd_epi32(*dot, lo, bcast4(q));
+                        *dot = _mm512_dpbusd_epi32(*dot, hi, bcast4(q.add(4)));
+                    }
+                };
+                // Sub-block s's dot products, scaled, into every row's sum (in order of s, so
+                // a row's sum is the same however many rows share the pass).
+                let scaled = |s: usize, dots: &[__m512i; R], sum: &mut [__m512; R]| {
+                    let scales = _mm_loadu_si128(tile.scales[s].as_ptr().cast());
+                    let scale = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(scales)));
+                    for (acc, dot) in sum.iter_mut().zip(dots) {
+                        *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(*dot), scale, *acc);
+                    }
+                };
+                // The prefetches over the steps cover the 37 lines of a tile `Q4K_AHEAD` on.
+                let ahead = (tile as *const Q4KTile)
+                    .cast::<i8>()
+                    .wrapping_add(Q4K_AHEAD);
+                if R <= 4 {
+                    // Sub-blocks in pairs: two independent dot-product chains per row.
+                    for pair in 0..4 {
+                        let (sa, sb) = (2 * pair, 2 * pair + 1);
+                        let mut ia = [_mm512_setzero_si512(); R];
+                        let mut ib = [_mm512_setzero_si512(); R];
+                        for g in 0..4 {
+                            for j in 0..3 {
+                                let line = ((pair * 4 + g) * 3 + j) * 64;
+                                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line));
+                            }
+                            dot_step(sa, g, &mut ia);
+                            dot_step(sb, g, &mut ib);
                         }
+                        scaled(sa, &ia, &mut sum);
+                        scaled(sb, &ib, &mut sum);
+                    }
+                } else {
+                    // Five rows or more are enough independent chains, and their registers
+                    // leave no room for a second sub-block's.
+                    for s in 0..8 {
+                        let mut dots = [_mm512_setzero_si512(); R];
+                        for g in 0..4 {
+                            for j in 0..2 {
+                                let line = ((s * 4 + g) * 2 + j) * 64;
+                                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line));
+                            }
+                            dot_step(s, g, &mut dots);
+                        }
+                        scaled(s, &dots, &mut sum);
                     }
                 }
                 for i in 0..R {
@@ -576,7 +627,7 @@ mod x86 {
         }
     }
 
-    /// Output columns `cols` of activation rows `rows` (at most [`MAX_ROWS`]) times a Q6_K
+    /// Output columns `cols` of activation rows `rows` (at most [`AVX512_ROWS`]) times a Q6_K
     /// weight: each weight block is unpacked once for all the rows.
     ///
     /// # Safety
@@ -591,8 +642,8 @@ mod x86 {
         dst: SharedMut,
         n: usize,
     ) {
-        // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ MAX_ROWS.
-        unsafe { by_rows!(rows.len(), q6k_rows(w, x, rows.start, cols, dst, n)) }
+        // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ AVX512_ROWS.
+        unsafe { by_rows!(8; rows.len(), q6k_rows(w, x, rows.start, cols, dst, n)) }
     }
 
     /// Columns `cols` of activation rows `r0..r0 + R` times a Q6_K weight. Each row's
@@ -648,6 +699,7 @@ mod x86 {
                 )
             };
             let subs = [sub_of(0), sub_of(4), sub_of(8), sub_of(12)];
+            let low16 = _mm512_set1_epi32(0xFFFF);
             for c in cols {
                 let row = &w.data[c * per_row * Q6K_BLOCK..(c + 1) * per_row * Q6K_BLOCK];
                 let mut acc = [_mm512_setzero_ps(); R];
@@ -659,7 +711,9 @@ mod x86 {
                     let (ql, qh, sc) = (blk, blk.add(128), blk.add(192));
                     let d_bits = u16::from_le_bytes([*blk.add(208), *blk.add(209)]);
                     let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(d_bits as i32)));
-                    let scales = _mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast()));
+                    // Each scale in the low 16 bits of its lane, zeros above, for `dpwssd`.
+                    let scales =
+                        _mm512_and_si512(_mm512_cvtepi8_epi32(_mm_loadu_si128(sc.cast())), low16);
                     let scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.cast()));
                     // The block's 6-bit values (+32), as the low and high nibble halves of its two
                     // 128-value halves, and each product lane's sub-block scale.
@@ -686,8 +740,11 @@ mod x86 {
                         let mut dot = _mm512_setzero_si512();
                         for (i, (v, s)) in vals.iter().zip(&lane_scales).enumerate() {
                             let q = _mm512_loadu_si512(a.qs.as_ptr().add(64 * i).cast());
+                            // |p| ≤ 4 × 63 × 127 fits its lane's low 16 bits (the high
+                            // 16 are its sign), so one `dpwssd` with the scale in the low
+                            // half and 0 above adds p × scale exactly.
                             let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), *v, q);
-                            dot = _mm512_add_epi32(dot, _mm512_mullo_epi32(p, *s));
+                            dot = _mm512_dpwssd_epi32(dot, p, *s);
                         }
                         // Values are stored +32: subtract 32 × Σ scale × (sum of activations).
                         let offset = _mm256_madd_epi16(
@@ -872,11 +929,19 @@ mod tests {
                     .map(|f| f.to_bits())
                     .collect()
             };
-            let together = bits(w.forward(&x).unwrap());
-            let one_by_one: Vec<u32> = (0..Q6K_MAX_ROWS)
-                .flat_map(|r| bits(w.forward(&x.narrow(0, r, 1).unwrap()).unwrap()))
+            let one_by_one: Vec<Vec<u32>> = (0..Q6K_MAX_ROWS)
+                .map(|r| bits(w.forward(&x.narrow(0, r, 1).unwrap()).unwrap()))
                 .collect();
-            assert_eq!(together, one_by_one, "{dtype:?}");
+            // Every pass size, so every kernel width (1 to 8 rows) and split of a pass into
+            // kernel calls runs.
+            for rows in 2..=Q6K_MAX_ROWS {
+                let together = bits(w.forward(&x.narrow(0, 0, rows).unwrap()).unwrap());
+                assert_eq!(
+                    together,
+                    one_by_one[..rows].concat(),
+                    "{dtype:?}, {rows} rows"
+                );
+            }
         }
     }
 

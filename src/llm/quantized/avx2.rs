@@ -45,9 +45,7 @@ pub(super) unsafe fn quantize_block(x: &[f32; QK], out: &mut Q8Block) {
         unsafe { _mm_storeu_si128(out.qs.as_mut_ptr().add(16 * g).cast(), bytes) };
         out.sums16[g] = hsum_i32(_mm256_add_epi32(a, b)) as i16;
     }
-    for (s, pair) in out.sums32.iter_mut().zip(out.sums16.chunks_exact(2)) {
-        *s = (pair[0] + pair[1]) as f32;
-    }
+    out.fill_sums32();
     out.d = amax / 127.0;
 }
 
@@ -58,7 +56,7 @@ fn hsum_i32(v: __m256i) -> i32 {
     lanes.iter().sum()
 }
 
-/// Tile row group `group` of `w` times activation rows `rows` (at most [`MAX_ROWS`]).
+/// Tile row group `group` of `w` times activation rows `rows` (at most [`AVX2_ROWS`]).
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be present; otherwise as the AVX-512 `q4k_unit`.
@@ -72,7 +70,7 @@ pub(super) unsafe fn q4k_unit(
 ) {
     let per_row = w.k / QK;
     let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
-    // SAFETY: the caller's contract is `q4k_half`'s, for both halves, with R ≤ MAX_ROWS.
+    // SAFETY: the caller's contract is `q4k_half`'s, for both halves, with R ≤ AVX2_ROWS.
     unsafe {
         for half in 0..2 {
             by_rows!(
@@ -167,7 +165,7 @@ unsafe fn q4k_half<const R: usize>(
     }
 }
 
-/// Output columns `cols` of activation rows `rows` (at most [`MAX_ROWS`]) times a Q6_K weight.
+/// Output columns `cols` of activation rows `rows` (at most [`AVX2_ROWS`]) times a Q6_K weight.
 ///
 /// # Safety
 /// AVX2, FMA and F16C must be present; otherwise as the AVX-512 `q6k_unit`.
@@ -179,7 +177,7 @@ pub(super) unsafe fn q6k_unit(
     dst: SharedMut,
     n: usize,
 ) {
-    // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ MAX_ROWS.
+    // SAFETY: the caller's contract is `q6k_rows`'s, with R = rows.len() ≤ AVX2_ROWS.
     unsafe { by_rows!(rows.len(), q6k_rows(w, x, rows.start, cols, dst, n)) }
 }
 
