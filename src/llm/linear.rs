@@ -7,13 +7,15 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Module, Result, Tensor};
 
 use super::kernels::host_f32;
-use super::quantized::{self, Q4KTiles, Q6KRows, Q8Rows, QWeight};
+use super::quantized::{self, Q4KTiles, Q6KRows, Q6KTiles, Q8Rows, QWeight};
 
 /// A weight `(n, k)` multiplied as `x × Wᵀ`.
 pub(crate) enum Weight {
     Candle(QMatMul),
     /// Q4_K repacked for our kernels; the GGUF copy is dropped.
     Q4K(Q4KTiles),
+    /// Q6_K repacked for our AVX-512 kernels; likewise.
+    Q6K(Q6KTiles),
 }
 
 impl Weight {
@@ -22,6 +24,11 @@ impl Weight {
         if t.device().is_cpu() && quantized::available() {
             if let Some(tiles) = Q4KTiles::pack(&t)? {
                 return Ok(Weight::Q4K(tiles));
+            }
+            if quantized::q6k_tiled() {
+                if let Some(tiles) = Q6KTiles::pack(&t)? {
+                    return Ok(Weight::Q6K(tiles));
+                }
             }
         }
         Ok(Weight::Candle(QMatMul::from_qtensor(t)?))
@@ -33,10 +40,11 @@ impl Weight {
     }
 
     /// Whether a few activation rows at once give each row's single-row result bit for bit:
-    /// true for the weights our kernels multiply (Q4_K tiles, Q6_K up to
+    /// true for the weights our kernels multiply (tiles, and Q6_K blocks up to
     /// [`quantized::Q6K_MAX_ROWS`] rows) when they run here.
     pub(crate) fn rows_exact(&self) -> bool {
-        quantized::available() && (matches!(self, Weight::Q4K(_)) || q6k_tensor(self).is_some())
+        quantized::available()
+            && (matches!(self, Weight::Q4K(_) | Weight::Q6K(_)) || q6k_tensor(self).is_some())
     }
 }
 
@@ -62,12 +70,14 @@ pub(crate) fn project(ws: &[&Weight], x: &Tensor) -> Result<Vec<Tensor>> {
         .map(|(w, y)| match (y, w) {
             (Some(y), _) => Ok(y),
             (None, Weight::Candle(m)) => m.forward(x),
-            (None, Weight::Q4K(_)) => candle_core::bail!("Q4_K tiles need a CPU input"),
+            (None, Weight::Q4K(_) | Weight::Q6K(_)) => {
+                candle_core::bail!("quantized tiles need a CPU input")
+            }
         })
         .collect()
 }
 
-/// Runs the weights our kernels take (all Q4_K tiles; Q6_K up to `Q6K_MAX_ROWS` rows) into `out`.
+/// Runs the weights our kernels take (all tiles; Q6_K blocks up to `Q6K_MAX_ROWS` rows) into `out`.
 fn ours(ws: &[&Weight], x: &Tensor, out: &mut [Option<Tensor>]) -> Result<()> {
     let dims = x.dims().to_vec();
     let Some((&k, lead)) = dims.split_last() else {
@@ -89,6 +99,7 @@ fn ours(ws: &[&Weight], x: &Tensor, out: &mut [Option<Tensor>]) -> Result<()> {
     for (i, w) in ws.iter().enumerate() {
         let weight = match (w, &q6k_data[i], q6k_tensor(w)) {
             (Weight::Q4K(t), _, _) if t.k() == k => Some(QWeight::Q4K(t)),
+            (Weight::Q6K(t), _, _) if t.k() == k => Some(QWeight::Q6KTiles(t)),
             (_, Some(data), Some(t)) => Q6KRows::new(t, data).map(QWeight::Q6K),
             _ => None,
         };
@@ -111,6 +122,7 @@ fn ours(ws: &[&Weight], x: &Tensor, out: &mut [Option<Tensor>]) -> Result<()> {
         let mut shape = lead.to_vec();
         shape.push(match w {
             QWeight::Q4K(t) => t.n(),
+            QWeight::Q6KTiles(t) => t.n(),
             QWeight::Q6K(_) => y.len() / rows,
         });
         out[i] = Some(Tensor::from_vec(y, shape, x.device())?);

@@ -6,8 +6,9 @@
 //! into 16-row tiles with f32 scales (3,072 bytes per 16×256 weights, a third more than the
 //! GGUF's 2,304); [`Q4KTiles`] keeps the same interleaving with the GGUF's own 6-bit scales
 //! widened to bytes (2,368 bytes) and serves prefill too, so candle's copy is never built.
-//! Q6_K (`ffn_down`/`attn_v` in half the layers, and the output head) is multiplied straight
-//! from its GGUF blocks in decode; candle's tiles handle its prefill.
+//! Q6_K (`ffn_down`/`attn_v` in half the layers, and the output head) is repacked the same
+//! way for the AVX-512 kernels ([`Q6KTiles`]); the AVX2 ones multiply it straight from its GGUF
+//! blocks ([`Q6KRows`]) for passes of a few tokens, and candle's tiles take longer ones there.
 //!
 //! Activations are quantized to 8 bits per 256-value block ([`Q8Rows`], as llama.cpp's Q8_K),
 //! once per input shared by every weight that reads it.
@@ -47,6 +48,9 @@ macro_rules! by_rows {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod q6k_tiles;
+
+pub(crate) use q6k_tiles::Q6KTiles;
 
 /// Values per quantization block (Q4_K, Q6_K and the activations' blocks).
 const QK: usize = 256;
@@ -112,6 +116,12 @@ pub(crate) fn isa() -> Option<QuantIsa> {
     })
 }
 
+/// Whether Q6_K weights are repacked into [`Q6KTiles`] (the AVX-512 kernels); the AVX2 ones
+/// read the GGUF's blocks ([`Q6KRows`]).
+pub(crate) fn q6k_tiled() -> bool {
+    isa() == Some(QuantIsa::Avx512Vnni)
+}
+
 /// Whether our kernels run at all (see [`isa`]).
 pub(crate) fn available() -> bool {
     isa().is_some()
@@ -123,9 +133,13 @@ struct Kernels {
     /// Most activation rows per kernel call.
     rows: usize,
     quantize: unsafe fn(&[f32; QK], &mut Q8Block),
-    q4k: unsafe fn(&Q4KTiles, &Q8Rows, Range<usize>, usize, SharedMut, usize),
+    q4k: TileUnit<Q4KTiles>,
     q6k: unsafe fn(&Q6KRows<'_>, &Q8Rows, Range<usize>, Range<usize>, SharedMut, usize),
+    q6k_tiles: Option<TileUnit<Q6KTiles>>,
 }
+
+/// A kernel taking one 16-row group of a tiled weight: `(weight, x, rows, group, dst, n)`.
+type TileUnit<W> = unsafe fn(&W, &Q8Rows, Range<usize>, usize, SharedMut, usize);
 
 /// The kernels [`isa`] picked. Panics where none runs.
 fn kernels() -> Kernels {
@@ -136,12 +150,14 @@ fn kernels() -> Kernels {
             quantize: avx2::quantize_block,
             q4k: avx2::q4k_unit,
             q6k: avx2::q6k_unit,
+            q6k_tiles: None,
         },
         Some(QuantIsa::Avx512Vnni) => Kernels {
             rows: AVX512_ROWS,
             quantize: x86::quantize_block,
             q4k: x86::q4k_unit,
             q6k: x86::q6k_unit,
+            q6k_tiles: Some(q6k_tiles::unit),
         },
         _ => panic!("our quantized kernels need AVX-512 VNNI or AVX2 with FMA and F16C"),
     }
@@ -367,8 +383,9 @@ impl<'a> Q6KRows<'a> {
 /// One weight of a [`matmul`] call.
 pub(crate) enum QWeight<'a> {
     Q4K(&'a Q4KTiles),
-    /// Single-row inputs only.
+    /// At most [`Q6K_MAX_ROWS`] activation rows.
     Q6K(Q6KRows<'a>),
+    Q6KTiles(&'a Q6KTiles),
 }
 
 impl QWeight<'_> {
@@ -376,6 +393,7 @@ impl QWeight<'_> {
         match self {
             QWeight::Q4K(w) => w.n,
             QWeight::Q6K(w) => w.n,
+            QWeight::Q6KTiles(w) => w.n(),
         }
     }
 
@@ -383,13 +401,14 @@ impl QWeight<'_> {
         match self {
             QWeight::Q4K(w) => w.k,
             QWeight::Q6K(w) => w.k,
+            QWeight::Q6KTiles(w) => w.k(),
         }
     }
 
     /// Output rows per parallel unit.
     fn unit_rows(&self) -> usize {
         match self {
-            QWeight::Q4K(_) => TILE_ROWS,
+            QWeight::Q4K(_) | QWeight::Q6KTiles(_) => TILE_ROWS,
             QWeight::Q6K(_) => 8,
         }
     }
@@ -409,7 +428,7 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
     for (w, out) in weights.iter().zip(outs.iter_mut()) {
         assert_eq!(w.k(), k, "weight and activations disagree on k");
         assert!(
-            matches!(w, QWeight::Q4K(_)) || x.rows <= Q6K_MAX_ROWS,
+            !matches!(w, QWeight::Q6K(_)) || x.rows <= Q6K_MAX_ROWS,
             "Q6_K runs at most {Q6K_MAX_ROWS} rows"
         );
         out.clear();
@@ -430,13 +449,19 @@ pub(crate) fn matmul(weights: &[QWeight], x: &Q8Rows, outs: &mut [Vec<f32>]) {
             let cols = group * w.unit_rows()..((group + 1) * w.unit_rows()).min(n);
             // SAFETY: `kernels()` picked a set whose features the CPU has. Every weight's `k`
             // matches `x` (asserted);
-            // Q4_K tiles have n a multiple of 16 and Q6_K rows n·k/256 blocks (their
+            // tiles have n a multiple of 16 and Q6_K rows n·k/256 blocks (their
             // constructors' invariants); `outs[wi]` was sized `x.rows × n`; and each unit
             // writes only its own (rows, cols) block of it.
             unsafe {
                 match w {
                     QWeight::Q4K(t) => (kernels.q4k)(t, x, rows, group, dsts[wi], n),
                     QWeight::Q6K(q) => (kernels.q6k)(q, x, rows, cols, dsts[wi], n),
+                    QWeight::Q6KTiles(t) => {
+                        let unit = kernels
+                            .q6k_tiles
+                            .expect("Q6_K tiles are packed only for kernels that take them");
+                        unit(t, x, rows, group, dsts[wi], n)
+                    }
                 }
             }
         }
@@ -886,6 +911,24 @@ mod tests {
     }
 
     #[test]
+    fn q6k_tiles_match_the_dequantized_product() {
+        assert_kernels_follow_env();
+        // 48 rows tile; 1, 5 (one kernel call), 8 + 5 and 8·3 + 1 activation rows (prefill).
+        let (n, k) = (48, 768);
+        let wt = QTensor::quantize(&random(n, k, 5), GgmlDType::Q6K).unwrap();
+        let xs: Vec<Tensor> = [1, 5, 13, 25]
+            .iter()
+            .map(|&rows| random(rows, k, 6 + rows as u64))
+            .collect();
+        let wants: Vec<_> = xs.iter().map(|x| reference(&wt, x)).collect();
+        let w = Weight::from_qtensor(wt).unwrap();
+        assert_eq!(matches!(w, Weight::Q6K(_)), q6k_tiled());
+        for (x, want) in xs.iter().zip(&wants) {
+            assert_close(&w.forward(x).unwrap(), want);
+        }
+    }
+
+    #[test]
     fn q6k_rows_match_the_dequantized_product() {
         assert_kernels_follow_env();
         // 40 rows: five 8-row units, the last of them partial in a fused call below.
@@ -953,9 +996,11 @@ mod tests {
         let b = QTensor::quantize(&random(13, k, 6), GgmlDType::Q6K).unwrap();
         // 24 rows don't tile by 16: candle keeps it.
         let c = QTensor::quantize(&random(24, k, 7), GgmlDType::Q4K).unwrap();
+        // 16 rows tile (on AVX-512 machines).
+        let e = QTensor::quantize(&random(16, k, 9), GgmlDType::Q6K).unwrap();
         let x = random(1, k, 8);
-        let want = [reference(&a, &x), reference(&b, &x), reference(&c, &x)];
-        let ws: Vec<Weight> = [a, b, c]
+        let want = [&a, &b, &c, &e].map(|t| reference(t, &x));
+        let ws: Vec<Weight> = [a, b, c, e]
             .into_iter()
             .map(|t| Weight::from_qtensor(t).unwrap())
             .collect();
