@@ -288,26 +288,34 @@ fn scale_min(j: usize, s: &[u8]) -> (u8, u8) {
     }
 }
 
+/// A tensor's shape `(n, k)` and GGUF bytes.
+type Tileable<'a> = Option<(usize, usize, std::borrow::Cow<'a, [u8]>)>;
+
+/// The shape and GGUF blocks (`block` bytes each) of a tensor of `dtype` that tiles: `n` a
+/// multiple of 16, `k` of 256. `None` for other dtypes and shapes.
+fn tileable(t: &QTensor, dtype: GgmlDType, block: usize) -> candle_core::Result<Tileable<'_>> {
+    let (n, k) = match t.shape().dims() {
+        &[n, k] => (n, k),
+        _ => return Ok(None),
+    };
+    if t.dtype() != dtype || !n.is_multiple_of(TILE_ROWS) || !k.is_multiple_of(QK) || n == 0 {
+        return Ok(None);
+    }
+    let data = t.data()?;
+    if data.len() != n * (k / QK) * block {
+        candle_core::bail!("{dtype:?} tensor of {n}×{k} holds {} bytes", data.len());
+    }
+    Ok(Some((n, k, data)))
+}
+
 impl Q4KTiles {
     /// Repacks a CPU Q4_K tensor of shape `(n, k)`; `None` for other dtypes or shapes that
     /// don't tile (`n` not a multiple of 16).
     pub(crate) fn pack(t: &QTensor) -> candle_core::Result<Option<Self>> {
-        let (n, k) = match t.shape().dims() {
-            &[n, k] => (n, k),
-            _ => return Ok(None),
-        };
-        if t.dtype() != GgmlDType::Q4K
-            || !n.is_multiple_of(TILE_ROWS)
-            || !k.is_multiple_of(QK)
-            || n == 0
-        {
+        let Some((n, k, data)) = tileable(t, GgmlDType::Q4K, Q4K_BLOCK)? else {
             return Ok(None);
-        }
-        let data = t.data()?;
+        };
         let per_row = k / QK;
-        if data.len() != n * per_row * Q4K_BLOCK {
-            candle_core::bail!("Q4_K tensor of {n}×{k} holds {} bytes", data.len());
-        }
         let mut tiles = Vec::with_capacity(n / TILE_ROWS * per_row);
         for t in 0..n / TILE_ROWS {
             for b in 0..per_row {
@@ -352,6 +360,12 @@ impl Q4KTiles {
 
     pub(crate) fn n(&self) -> usize {
         self.n
+    }
+
+    /// The tiles of 16-row group `group`, one per 256-column block.
+    fn group(&self, group: usize) -> &[Q4KTile] {
+        let per_row = self.k / QK;
+        &self.tiles[group * per_row..(group + 1) * per_row]
     }
 
     pub(crate) fn k(&self) -> usize {
@@ -492,8 +506,7 @@ mod x86 {
         dst: SharedMut,
         n: usize,
     ) {
-        let per_row = w.k / QK;
-        let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
+        let tiles = w.group(group);
         // SAFETY: the caller's contract is `q4k_tiles`'s, with R = rows.len() ≤ AVX512_ROWS.
         unsafe { by_rows!(8; rows.len(), q4k_tiles(tiles, x, rows.start, group, dst, n)) }
     }

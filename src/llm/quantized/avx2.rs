@@ -68,8 +68,7 @@ pub(super) unsafe fn q4k_unit(
     dst: SharedMut,
     n: usize,
 ) {
-    let per_row = w.k / QK;
-    let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
+    let tiles = w.group(group);
     // SAFETY: the caller's contract is `q4k_half`'s, for both halves, with R ≤ AVX2_ROWS.
     unsafe {
         for half in 0..2 {

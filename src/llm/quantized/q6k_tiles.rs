@@ -56,22 +56,10 @@ impl Q6KTiles {
     /// Repacks a CPU Q6_K tensor of shape `(n, k)`; `None` for other dtypes or shapes that
     /// do not tile (`n` not a multiple of 16, `k` of 256).
     pub(crate) fn pack(t: &QTensor) -> candle_core::Result<Option<Self>> {
-        let (n, k) = match t.shape().dims() {
-            &[n, k] => (n, k),
-            _ => return Ok(None),
-        };
-        if t.dtype() != GgmlDType::Q6K
-            || !n.is_multiple_of(TILE_ROWS)
-            || !k.is_multiple_of(QK)
-            || n == 0
-        {
+        let Some((n, k, data)) = super::tileable(t, GgmlDType::Q6K, Q6K_BLOCK)? else {
             return Ok(None);
-        }
-        let data = t.data()?;
+        };
         let per_row = k / QK;
-        if data.len() != n * per_row * Q6K_BLOCK {
-            candle_core::bail!("Q6_K tensor of {n}×{k} holds {} bytes", data.len());
-        }
         let mut tiles = Vec::with_capacity(n / TILE_ROWS * per_row);
         for t in 0..n / TILE_ROWS {
             for b in 0..per_row {
@@ -112,6 +100,12 @@ impl Q6KTiles {
     pub(crate) fn k(&self) -> usize {
         self.k
     }
+
+    /// The tiles of 16-row group `group`, one per 256-column block.
+    fn group(&self, group: usize) -> &[Q6KTile] {
+        let per_row = self.k / QK;
+        &self.tiles[group * per_row..(group + 1) * per_row]
+    }
 }
 
 /// Tile row group `group` of `w` times activation rows `rows` (at most 8).
@@ -129,8 +123,7 @@ pub(super) unsafe fn unit(
     dst: SharedMut,
     n: usize,
 ) {
-    let per_row = w.k / QK;
-    let tiles = &w.tiles[group * per_row..(group + 1) * per_row];
+    let tiles = w.group(group);
     // SAFETY: the caller's contract is `tiles_times`'s, with R = rows.len() ≤ 8.
     unsafe { by_rows!(8; rows.len(), tiles_times(tiles, x, rows.start, group, dst, n)) }
 }
