@@ -550,7 +550,7 @@ mod x86 {
     /// # Safety
     /// AVX-512 F must be present and `p` must point to 4 readable bytes.
     #[inline(always)]
-    unsafe fn bcast4(p: *const i8) -> __m512i {
+    pub(super) unsafe fn bcast4(p: *const i8) -> __m512i {
         // SAFETY: the caller's contract.
         unsafe { _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32)) }
     }

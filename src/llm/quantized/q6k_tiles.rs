@@ -155,6 +155,7 @@ unsafe fn tiles_times<const R: usize>(
     dst: SharedMut,
     n: usize,
 ) {
+    use super::x86::bcast4;
     use core::arch::x86_64::*;
     // SAFETY: the features are present (contract). Weight loads: 64 bytes at g·64 ≤ 1984 in
     // `ql` (2048), at p·64 ≤ 960 in `qh` (1024); 16 at s·16 in `scales` (256); `d` 32 bytes.
@@ -162,7 +163,6 @@ unsafe fn tiles_times<const R: usize>(
     // (32), rows r0..r0+R bounds-checked by `x.row`. Stores: 16 values at row r0 + i, column
     // 16·group, inside `dst` and this unit's own block (contract). Prefetches never fault.
     unsafe {
-        let bcast4 = |p: *const u8| _mm512_set1_epi32(std::ptr::read_unaligned(p as *const i32));
         let low4 = _mm512_set1_epi8(0x0F);
         let high2 = _mm512_set1_epi8(0x30);
         let acts: [&[super::Q8Block]; R] = std::array::from_fn(|i| x.row(r0 + i));
@@ -182,7 +182,7 @@ unsafe fn tiles_times<const R: usize>(
             });
             let d32 = _mm512_mul_ps(d, _mm512_set1_ps(32.0));
             let mut sum: [__m512; R] = std::array::from_fn(|i| {
-                let sums = acts[i][b].sums16.as_ptr().cast::<u8>();
+                let sums = acts[i][b].sums16.as_ptr().cast::<i8>();
                 let mut m = _mm512_setzero_si512();
                 for (p, pair) in scale_pairs.iter().enumerate() {
                     m = _mm512_dpwssd_epi32(m, *pair, bcast4(sums.add(4 * p)));
@@ -204,7 +204,7 @@ unsafe fn tiles_times<const R: usize>(
                     _mm512_and_si512(h_hi, high2),
                 );
                 for (dot, act) in dots.iter_mut().zip(&acts) {
-                    let q = act[b].qs.as_ptr().cast::<u8>().add(g * 8);
+                    let q = act[b].qs.as_ptr().add(g * 8);
                     *dot = _mm512_dpbusd_epi32(*dot, lo, bcast4(q));
                     *dot = _mm512_dpbusd_epi32(*dot, hi, bcast4(q.add(4)));
                 }
