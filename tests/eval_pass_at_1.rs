@@ -165,22 +165,15 @@ fn the_targets_own_file_turns_a_failing_completion_into_a_passing_one() {
 }
 
 /// Tasks generated several at a time, their LLM calls decoded together by one shared engine,
-/// get the completions of the run that generates them one after another. Prompts are computed
-/// whole: with prefix reuse, what a prompt reuses depends on what ran before it.
+/// get the completions of the run that generates them one after another, prefix reuse on:
+/// what a prompt reuses depends on timing, but a reused prefix holds the bits computed whole.
 #[test]
 fn tasks_generated_at_once_get_the_sequential_completions() {
     let tmp = tempfile::tempdir().unwrap();
     let run = |name: &str, extra: &[&str]| {
         let out = tmp.path().join(name);
         let args = [
-            &[
-                "--method",
-                "direct",
-                "--no-grounding",
-                "--no-prefix-reuse",
-                "--jobs",
-                "2",
-            ][..],
+            &["--method", "direct", "--no-grounding", "--jobs", "2"][..],
             extra,
         ]
         .concat();

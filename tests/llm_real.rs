@@ -184,3 +184,54 @@ fn a_batch_decodes_the_answers_one_call_at_a_time_gives() {
         eprintln!("no exact several-row pass here: batched answers were not compared");
     }
 }
+
+#[test]
+fn a_prompt_continued_from_a_reused_prefix_gives_the_bits_computed_whole() {
+    // Two asks about one file: the second reuses the first's computed prefix (template and
+    // file) and computes only its own question, in a pass whose rows fall into other blocks
+    // than when the whole prompt is computed at once.
+    let file = "```python\nimport json\nfrom pathlib import Path\n\n\
+        DEFAULTS = {\"retries\": 3, \"timeout\": 10.0, \"verbose\": False}\n\n\
+        def load(path):\n    \"\"\"Read the settings file, falling back to the defaults.\"\"\"\n    \
+        p = Path(path)\n    if not p.exists():\n        return dict(DEFAULTS)\n    \
+        with p.open() as f:\n        data = json.load(f)\n    \
+        return {**DEFAULTS, **data}\n\n\
+        def save(path, settings):\n    with open(path, \"w\") as f:\n        \
+        json.dump(settings, f, indent=2, sort_keys=True)\n```";
+    let ask = |q: &str| Prompt::Chat(vec![Message::user(format!("{file}\n\n{q}"))]);
+    let first = ask("What does `load` return when the file is missing? One sentence.");
+    let second = ask(
+        "Write a function `merge(path, changes)` that loads the settings at `path`, updates \
+         them with the dictionary `changes`, saves them back and returns them. Only code.",
+    );
+    let answer = " ```python\ndef merge(path, changes):\n    settings = load(path)";
+    let mut req = GenerateRequest::new(second.clone());
+    req.max_new_tokens = 48;
+    let mut llm = llm().lock().unwrap();
+    llm.clear_cache();
+    let whole = llm.score(&second, answer).unwrap();
+    llm.clear_cache();
+    let whole_answer = llm.generate(&req).unwrap();
+    llm.clear_cache();
+    llm.score(&first, answer).unwrap();
+    let reused = llm.score(&second, answer).unwrap();
+    llm.clear_cache();
+    llm.generate(&GenerateRequest::new(first)).unwrap();
+    let reused_answer = llm.generate(&req).unwrap();
+    let cached = reused_answer.cached_prompt_tokens;
+    assert!(
+        cached > 100 && reused_answer.prompt_tokens - cached > 32,
+        "{cached} of {} prompt tokens reused",
+        reused_answer.prompt_tokens
+    );
+    if !llm.rows_exact() {
+        assert!(
+            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
+            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
+        );
+        eprintln!("no exact several-row pass here: reused prefixes were not compared");
+        return;
+    }
+    assert_eq!(whole.logprob.to_bits(), reused.logprob.to_bits());
+    assert_eq!(reused_answer.tokens, whole_answer.tokens);
+}

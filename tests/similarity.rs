@@ -248,8 +248,6 @@ fn many_targets_give_one_line_each_and_the_same_functions_at_once() {
             .arg("--targets")
             .arg(&targets)
             .args(["--method", "direct", "--no-grounding", "--max-tokens", "96"])
-            // Prompts computed whole: what one reuses from another depends on timing.
-            .arg("--no-prefix-reuse")
             .args(extra)
             .output()
             .unwrap();

@@ -12,7 +12,7 @@ use std::ops::Range;
 use candle_core::{bail, Result, Tensor};
 
 pub(crate) use crate::embed::kernels::host_f32;
-use crate::embed::kernels::{exp_neg, matmul_into, multiversion, softmax_row, MatRef};
+use crate::embed::kernels::{exp_neg, multiversion, softmax_row};
 
 /// Below this many elements of work a kernel runs on the calling thread.
 const PAR_MIN_ELEMS: usize = 32 * 1024;
@@ -398,8 +398,230 @@ multiversion!(group_values, (p: &[f32], values: &[f32], hd: usize, out: &mut [f3
     }
 });
 
-/// Query rows per attention unit in prefill: enough to make the two GEMMs efficient.
+/// The prefill kernels written for AVX-512 registers, several query rows per pass: the same
+/// operations per row as [`tile_scores`] and [`rows_values`] (which the compiler lays out
+/// with more loads and spills), so the results are those bits too.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::KEY_TILE;
+    use core::arch::x86_64::*;
+
+    /// [`super::tile_scores`] for 4 query rows (`q`, rows `q_stride` apart) over the first
+    /// `tiles` key tiles, into `out` (rows `out_stride` apart): each tile's vector of 16 keys
+    /// is loaded once for the 4 rows, 4 of the 16 running sums at a time.
+    ///
+    /// # Safety
+    /// AVX-512F must be available; `q` must hold 4 rows of `hd` values (a multiple of 16),
+    /// `kt` `tiles × hd × 16` values, `out` 4 rows of `tiles × 16`, written by no one else.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn tile_scores4(
+        q: *const f32,
+        q_stride: usize,
+        kt: *const f32,
+        tiles: usize,
+        hd: usize,
+        scale: f32,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        // SAFETY: every address below is inside the buffers the caller vouches for, and
+        // AVX-512F is available.
+        unsafe {
+            let scale = _mm512_set1_ps(scale);
+            for t in 0..tiles {
+                let tile = kt.add(t * hd * KEY_TILE);
+                let mut s = [_mm512_set1_ps(-0.0); 4];
+                for quarter in 0..4 {
+                    let mut acc = [[_mm512_setzero_ps(); 4]; 4];
+                    for c in 0..hd / 16 {
+                        for (l, lane) in (c * 16 + quarter * 4..).take(4).enumerate() {
+                            let k = _mm512_loadu_ps(tile.add(lane * KEY_TILE));
+                            for (r, a) in acc.iter_mut().enumerate() {
+                                let x = _mm512_set1_ps(*q.add(r * q_stride + lane));
+                                a[l] = _mm512_fmadd_ps(x, k, a[l]);
+                            }
+                        }
+                    }
+                    for (s, a) in s.iter_mut().zip(&acc) {
+                        for &a in a {
+                            *s = _mm512_add_ps(*s, a);
+                        }
+                    }
+                }
+                for (r, &s) in s.iter().enumerate() {
+                    _mm512_storeu_ps(
+                        out.add(r * out_stride + t * KEY_TILE),
+                        _mm512_mul_ps(s, scale),
+                    );
+                }
+            }
+        }
+    }
+
+    /// [`super::rows_values`] for 8 query rows: row r's `lens[r]` probabilities at
+    /// `p + r·p_stride`, its `hd` outputs at `out + r·out_stride`; 32 outputs of each row in
+    /// registers while the value rows stream past once.
+    ///
+    /// # Safety
+    /// AVX-512F must be available; `p` must hold each row's `lens[r]` values, `values` the
+    /// largest `lens[r]` rows of `hd` (a multiple of 32), `out` each row's `hd` values, written
+    /// by no one else.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn rows_values8(
+        p: *const f32,
+        p_stride: usize,
+        lens: [usize; 8],
+        values: *const f32,
+        hd: usize,
+        out: *mut f32,
+        out_stride: usize,
+    ) {
+        let common = lens.iter().copied().min().unwrap_or(0);
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        // SAFETY: every address below is inside the buffers the caller vouches for, and
+        // AVX-512F is available.
+        unsafe {
+            for c in (0..hd).step_by(32) {
+                let mut acc = [[_mm512_setzero_ps(); 2]; 8];
+                for t in 0..common {
+                    let v0 = _mm512_loadu_ps(values.add(t * hd + c));
+                    let v1 = _mm512_loadu_ps(values.add(t * hd + c + 16));
+                    for (r, a) in acc.iter_mut().enumerate() {
+                        let w = _mm512_set1_ps(*p.add(r * p_stride + t));
+                        a[0] = _mm512_fmadd_ps(w, v0, a[0]);
+                        a[1] = _mm512_fmadd_ps(w, v1, a[1]);
+                    }
+                }
+                // The rows' lengths differ only in the block's last positions.
+                for t in common..longest {
+                    let v0 = _mm512_loadu_ps(values.add(t * hd + c));
+                    let v1 = _mm512_loadu_ps(values.add(t * hd + c + 16));
+                    for (r, a) in acc.iter_mut().enumerate().filter(|(r, _)| t < lens[*r]) {
+                        let w = _mm512_set1_ps(*p.add(r * p_stride + t));
+                        a[0] = _mm512_fmadd_ps(w, v0, a[0]);
+                        a[1] = _mm512_fmadd_ps(w, v1, a[1]);
+                    }
+                }
+                for (r, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(out.add(r * out_stride + c), a[0]);
+                    _mm512_storeu_ps(out.add(r * out_stride + c + 16), a[1]);
+                }
+            }
+        }
+    }
+}
+
+/// Query rows per attention unit in prefill: each key tile and value row is read once for them.
 const QUERY_BLOCK: usize = 32;
+/// Keys per transposed tile in prefill: one vector of scores.
+const KEY_TILE: usize = 16;
+/// Query rows whose weighted values are summed together in prefill.
+const VALUE_ROWS: usize = 8;
+
+/// The first `total` keys of each KV group transposed in tiles of [`KEY_TILE`] positions, for
+/// [`tile_scores`]: group g's tile t holds `tiles[((g·tiles_per_group + t)·hd + d)·16 + i]`
+/// = key `16t + i`, value d; zeros past `total`. `keys` holds `kvh × cap × hd` values.
+fn key_tiles(keys: &[f32], cap: usize, kvh: usize, hd: usize, total: usize) -> Vec<f32> {
+    let per_group = total.div_ceil(KEY_TILE);
+    let mut tiles = vec![0f32; kvh * per_group * KEY_TILE * hd];
+    let dst = SharedMut(tiles.as_mut_ptr());
+    par_ranges(kvh * per_group, KEY_TILE * hd, |range| {
+        for unit in range {
+            let (g, t) = (unit / per_group, unit % per_group);
+            // SAFETY: tile t of group g (16·hd values inside `tiles`) belongs to this unit only.
+            let tile = unsafe { dst.slice(unit * KEY_TILE * hd, KEY_TILE * hd) };
+            for i in 0..KEY_TILE.min(total - t * KEY_TILE) {
+                let key = &keys[(g * cap + t * KEY_TILE + i) * hd..][..hd];
+                for (d, &x) in key.iter().enumerate() {
+                    tile[d * KEY_TILE + i] = x;
+                }
+            }
+        }
+    });
+    tiles
+}
+
+// `out[16t + i] = scale · q · key(16t + i)` over transposed key tiles (see [`key_tiles`];
+// `hd` a multiple of 16), with [`group_scores`]' operations for each key: 16 running sums,
+// lane l over values l, l + 16, …, added lane by lane in order, then scaled. The 16 keys of
+// a tile are the vector lanes here, so no sum crosses lanes.
+multiversion!(tile_scores, (q: &[f32], kt: &[f32], hd: usize, scale: f32, out: &mut [f32]), {
+    for (tile, o) in kt.chunks_exact(hd * KEY_TILE).zip(out.chunks_exact_mut(KEY_TILE)) {
+        let mut acc = [[0f32; KEY_TILE]; 16];
+        for c in 0..hd / 16 {
+            for (l, a) in acc.iter_mut().enumerate() {
+                let x = q[c * 16 + l];
+                let k = &tile[(c * 16 + l) * KEY_TILE..][..KEY_TILE];
+                for i in 0..KEY_TILE {
+                    a[i] = x.mul_add(k[i], a[i]);
+                }
+            }
+        }
+        // `Iterator::sum` of f32 starts from -0.0, which leaves the first term as it is.
+        let mut s = [-0.0f32; KEY_TILE];
+        for a in &acc {
+            for i in 0..KEY_TILE {
+                s[i] += a[i];
+            }
+        }
+        for i in 0..KEY_TILE {
+            o[i] = s[i] * scale;
+        }
+    }
+});
+
+/// [`rows_values`] for `R` rows: 32 output values of every row stay in registers while the
+/// value rows stream past once for all of them.
+#[inline(always)]
+fn rows_values_of<const R: usize>(p: [&[f32]; R], values: &[f32], hd: usize, out: [&mut [f32]; R]) {
+    let common = p.iter().map(|p| p.len()).min().unwrap_or(0);
+    let longest = p.iter().map(|p| p.len()).max().unwrap_or(0);
+    let head: [&[f32]; R] = std::array::from_fn(|r| &p[r][..common]);
+    for c in (0..hd).step_by(32) {
+        let mut acc = [[0f32; 32]; R];
+        for t in 0..common {
+            let v = &values[t * hd + c..][..32];
+            for r in 0..R {
+                let w = head[r][t];
+                for l in 0..32 {
+                    acc[r][l] = w.mul_add(v[l], acc[r][l]);
+                }
+            }
+        }
+        // The rows' lengths differ by a few positions at the end of the block.
+        for t in common..longest {
+            let v = &values[t * hd + c..][..32];
+            for r in 0..R {
+                if let Some(&w) = p[r].get(t) {
+                    for l in 0..32 {
+                        acc[r][l] = w.mul_add(v[l], acc[r][l]);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            out[r][c..c + 32].copy_from_slice(&acc[r]);
+        }
+    }
+}
+
+// `out[r] = Σ_t p[r][t] · v_t` over the first `p[r].len()` value rows, for query rows of one
+// head, with [`group_values`]' operations for each row (a fused multiply-add per value row,
+// in order, from zero). `values` holds the rows `hd` apart.
+multiversion!(rows_values, (p: &[&[f32]], values: &[f32], hd: usize, out: &mut [&mut [f32]]), {
+    let mut rest = 0;
+    if hd.is_multiple_of(32) {
+        for (p, o) in p.chunks_exact(VALUE_ROWS).zip(out.chunks_exact_mut(VALUE_ROWS)) {
+            let o: [&mut [f32]; VALUE_ROWS] = std::array::from_fn(|r| std::mem::take(&mut o[r]));
+            rows_values_of::<VALUE_ROWS>(std::array::from_fn(|r| p[r]), values, hd, o);
+        }
+        rest = p.len() / VALUE_ROWS * VALUE_ROWS;
+    }
+    for (p, o) in p.iter().zip(out.iter_mut()).skip(rest) {
+        group_values(p, &values[..p.len() * hd], hd, o);
+    }
+});
 /// Up to this many query rows, each row is its own block (see [`attention`]).
 pub const EXACT_ROWS: usize = 16;
 
@@ -497,7 +719,7 @@ pub(crate) fn attention(
     let scale = 1.0 / (hd as f32).sqrt();
     let dst = SharedMut(out.as_mut_ptr());
     let qr = &qr;
-    if n <= EXACT_ROWS {
+    if n <= EXACT_ROWS || !hd.is_multiple_of(32) {
         // Decode, and a few rows (drafted tokens being verified) one by one as decode computes
         // each, so their outputs match decode's bit for bit. One unit = one row's query heads
         // of one KV group: each cached key and value row is read once for all of them.
@@ -528,10 +750,17 @@ pub(crate) fn attention(
         });
         return Ok(out);
     }
+    // Prefill: one unit = one query head over a block of query rows, the heads of a KV group
+    // neighbours so their shared keys stay in cache. Each row's scores, softmax and weighted
+    // values take exactly the operations decode takes for that row (see `tile_scores` and
+    // `rows_values`), so a prompt gives the same bits however it is split into passes: a
+    // prefix reused from another prompt, or a draft verified, continues as if computed here.
     let block = QUERY_BLOCK;
     let blocks = n.div_ceil(block);
-    // One unit = one query head over one block of query rows; the heads of a KV group are
-    // neighbours so their shared keys stay in cache.
+    let tiles = key_tiles(keys, cap, kvh, hd, total);
+    let tile_len = total.div_ceil(KEY_TILE) * KEY_TILE;
+    #[cfg(target_arch = "x86_64")]
+    let wide = crate::embed::kernels::vector_isa() == crate::embed::kernels::VectorIsa::Avx512;
     par_ranges(h * blocks, block * total * hd / 4, |range| {
         let mut scores = Vec::new();
         for unit in range {
@@ -539,41 +768,82 @@ pub(crate) fn attention(
             let g = head / groups;
             let i0 = blk * block;
             let rows = block.min(n - i0);
-            // Keys up to the block's last query; later ones are masked for every row.
-            let len = pos + i0 + rows;
+            // Row r attends to the `pos + i0 + r + 1` positions up to its own.
+            let valid = |r: usize| pos + i0 + r + 1;
+            let len = valid(rows - 1).div_ceil(KEY_TILE) * KEY_TILE;
             scores.clear();
             scores.resize(rows * len, 0f32);
-            let kbase = &keys[g * cap * hd..];
-            let vbase = &values[g * cap * hd..];
-            // SAFETY: the pointers cover `rows` query rows of stride h·hd from row i0 (inside
-            // `qr`, n × h·hd), `len` ≤ total ≤ cap cache rows of head g (inside `keys`, by
-            // HostKv's invariant), and `scores` (rows × len).
-            unsafe {
-                let q = MatRef::new(qr.as_ptr().add((i0 * h + head) * hd), (h * hd) as isize, 1);
-                let kt = MatRef::new(kbase.as_ptr(), 1, hd as isize);
-                matmul_into(
-                    scores.as_mut_ptr(),
-                    len as isize,
-                    q,
-                    kt,
-                    (rows, len, hd),
+            let kt = &tiles[g * tile_len * hd..][..len * hd];
+            let upto = |r: usize| valid(r).div_ceil(KEY_TILE) * KEY_TILE;
+            let qat = |r: usize| ((i0 + r) * h + head) * hd;
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                while done + 4 <= rows {
+                    // SAFETY: AVX-512 was detected; rows done..done + 4 of this head start
+                    // h·hd apart inside `qr` with hd values each (hd a multiple of 32); the
+                    // tiles up to the last row's length lie inside `kt`; and `scores` holds
+                    // those rows' scores `len` apart, each row's tiles inside its row.
+                    unsafe {
+                        x86::tile_scores4(
+                            qr.as_ptr().add(qat(done)),
+                            h * hd,
+                            kt.as_ptr(),
+                            upto(done + 3) / KEY_TILE,
+                            hd,
+                            scale,
+                            scores.as_mut_ptr().add(done * len),
+                            len,
+                        )
+                    };
+                    done += 4;
+                }
+            }
+            for r in done..rows {
+                let (at, upto) = (qat(r), upto(r));
+                tile_scores(
+                    &qr[at..at + hd],
+                    &kt[..upto * hd],
+                    hd,
                     scale,
+                    &mut scores[r * len..r * len + upto],
                 );
             }
-            for (r, row) in scores.chunks_mut(len).enumerate() {
-                let valid = pos + i0 + r + 1;
-                softmax_row(&mut row[..valid]);
-                row[valid..].fill(0.0);
+            for r in 0..rows {
+                softmax_row(&mut scores[r * len..r * len + valid(r)]);
             }
-            // SAFETY: `scores` (rows × len), `len` cache rows of head g in `values` (as above),
-            // and this unit's rows i0.. of head `head` in `out` (n × h·hd), which no other
-            // unit writes.
-            unsafe {
-                let p = MatRef::new(scores.as_ptr(), len as isize, 1);
-                let v = MatRef::new(vbase.as_ptr(), hd as isize, 1);
-                let out = dst.at((i0 * h + head) * hd);
-                matmul_into(out, (h * hd) as isize, p, v, (rows, hd, len), 1.0);
+            let vbase = &values[g * cap * hd..][..total * hd];
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                while done + 8 <= rows {
+                    // SAFETY: AVX-512 was detected; the 8 rows' probabilities lie `len` apart
+                    // in `scores`, each up to its valid length ≤ total; `vbase` holds `total`
+                    // value rows of hd (a multiple of 32); and the rows' outputs in `out`
+                    // (hd each, h·hd apart) are this unit's only.
+                    unsafe {
+                        x86::rows_values8(
+                            scores.as_ptr().add(done * len),
+                            len,
+                            std::array::from_fn(|r| valid(done + r)),
+                            vbase.as_ptr(),
+                            hd,
+                            dst.at(qat(done)),
+                            h * hd,
+                        )
+                    };
+                    done += 8;
+                }
             }
+            let probs: Vec<&[f32]> = (done..rows)
+                .map(|r| &scores[r * len..r * len + valid(r)])
+                .collect();
+            // SAFETY: this unit's rows i0.. of head `head` in `out` (n × h·hd) are written by
+            // no other unit; each row's `hd` values lie inside `out`.
+            let mut outs: Vec<&mut [f32]> = (done..rows)
+                .map(|r| unsafe { dst.slice(qat(r), hd) })
+                .collect();
+            rows_values(&probs, vbase, hd, &mut outs);
         }
     });
     Ok(out)
@@ -726,44 +996,60 @@ mod tests {
     }
 
     #[test]
-    fn a_few_rows_at_once_are_the_rows_one_by_one_bit_for_bit() {
-        let (h, kvh, hd) = (4, 2, 32);
-        let cs: (Vec<f32>, Vec<f32>) = (0..64 * hd / 2)
-            .map(|i| ((i as f32 * 0.37).cos(), (i as f32 * 0.37).sin()))
-            .unzip();
-        let p = params(h, kvh, hd, &cs);
-        let val = |i: usize| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5;
-        let (pos, n) = (20, EXACT_ROWS);
-        let q: Vec<f32> = (0..(pos + n) * h * hd).map(val).collect();
-        let k: Vec<f32> = (0..(pos + n) * kvh * hd).map(|i| val(i + 1)).collect();
-        let v: Vec<f32> = (0..(pos + n) * kvh * hd).map(|i| val(i + 2)).collect();
-        let rows = |x: &[f32], w: usize, a: usize, b: usize| x[a * w..b * w].to_vec();
-        let run = |steps: &[usize]| {
-            let mut kv = HostKv::new(kvh, hd);
-            kv.resize(64, 0).unwrap();
-            let mut out = Vec::new();
-            let mut at = 0;
-            for &m in steps {
-                let y = attention(
-                    &p,
-                    &rows(&q, h * hd, at, at + m),
-                    &rows(&k, kvh * hd, at, at + m),
-                    &rows(&v, kvh * hd, at, at + m),
-                    &mut kv,
-                    at,
-                    m,
-                )
-                .unwrap();
-                out.extend(y);
-                at += m;
+    fn a_prompt_gives_the_same_bits_however_it_is_split_into_passes() {
+        crate::embed::kernels::assert_dispatch_follows_env();
+        // Head sizes that take the prefill blocks (multiples of 32) and the per-row path.
+        for (h, kvh, hd) in [(4, 2, 32), (12, 2, 64), (6, 2, 16)] {
+            let total = 90;
+            let cs: (Vec<f32>, Vec<f32>) = (0..total * hd / 2)
+                .map(|i| ((i as f32 * 0.37).cos(), (i as f32 * 0.37).sin()))
+                .unzip();
+            let p = params(h, kvh, hd, &cs);
+            let val = |i: usize| ((i * 7919 % 1013) as f32 / 1013.0) - 0.5;
+            let q: Vec<f32> = (0..total * h * hd).map(val).collect();
+            let k: Vec<f32> = (0..total * kvh * hd).map(|i| val(i + 1)).collect();
+            let v: Vec<f32> = (0..total * kvh * hd).map(|i| val(i + 2)).collect();
+            let rows = |x: &[f32], w: usize, a: usize, b: usize| x[a * w..b * w].to_vec();
+            let run = |steps: &[usize]| {
+                assert_eq!(steps.iter().sum::<usize>(), total);
+                let mut kv = HostKv::new(kvh, hd);
+                kv.resize(total, 0).unwrap();
+                let mut out = Vec::new();
+                let mut at = 0;
+                for &m in steps {
+                    let y = attention(
+                        &p,
+                        &rows(&q, h * hd, at, at + m),
+                        &rows(&k, kvh * hd, at, at + m),
+                        &rows(&v, kvh * hd, at, at + m),
+                        &mut kv,
+                        at,
+                        m,
+                    )
+                    .unwrap();
+                    out.extend(y);
+                    at += m;
+                }
+                out
+            };
+            let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            // Decode: every row alone. Then a whole prefill, prefills continued from a
+            // prefix (at a block edge and inside one), a draft verified after a prefill.
+            let one_by_one = bits(&run(&[1; 90]));
+            for steps in [
+                vec![90],
+                vec![32, 58],
+                vec![45, 45],
+                vec![17, 1, 72],
+                vec![70, EXACT_ROWS, 4],
+                vec![3, 40, 1, 1, 45],
+            ] {
+                assert!(
+                    bits(&run(&steps)) == one_by_one,
+                    "{h}/{kvh}×{hd}: passes {steps:?} differ from one row at a time"
+                );
             }
-            out
-        };
-        // A prefill, then the last rows one by one (decode) or all at once (a draft verified).
-        let one_by_one = run(&[&[pos][..], &vec![1; n]].concat());
-        let together = run(&[pos, n]);
-        let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&together), bits(&one_by_one));
+        }
     }
 
     /// Parameters for `h`/`kvh` heads of `hd` over the rotary tables `cs` (their values do not
