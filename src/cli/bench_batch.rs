@@ -51,10 +51,11 @@ pub fn bench_concurrency(
             r
         })
         .collect();
-    let speculation = llm.speculation();
+    let (speculation, mixed) = (llm.speculation(), llm.mixed_prefill());
     llm.set_speculation(None);
     let result = measure(llm, &levels, &reqs, runs, json);
     llm.set_speculation(speculation);
+    llm.set_mixed_prefill(mixed);
     let report = result?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -93,18 +94,39 @@ fn measure(
     }
     let mut rows = Vec::new();
     let mut differ = 0;
+    // Whether prompts can be computed inside the decode steps here (the CPU).
+    llm.set_mixed_prefill(true);
+    let can_mix = llm.mixed_prefill();
+    let batch = |llm: &mut CandleLlm, c: usize, mixed: bool| {
+        llm.set_mixed_prefill(mixed);
+        llm.clear_cache();
+        let started = std::time::Instant::now();
+        let out: Vec<GenerateResponse> = llm
+            .generate_batch(&reqs[..c])
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("a batch of {c}"))?;
+        let diff = out
+            .iter()
+            .zip(&alone)
+            .filter(|(b, a)| b.tokens != a.tokens)
+            .count();
+        anyhow::Ok((out, started.elapsed().as_secs_f64(), diff))
+    };
     for &c in levels {
         let (mut aggregate, mut per_answer, mut prefill, mut peak, mut kv) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut apart_s, mut mixed_s) = (Vec::new(), Vec::new());
+        // The same answers one at a time, prompts included.
+        let one_by_one_s: f64 = alone[..c]
+            .iter()
+            .map(|r| (r.prefill_ms + r.decode_ms) / 1e3)
+            .sum();
         for run in 0..runs {
-            llm.clear_cache();
             let tracked = reset_peak_rss();
-            let started = std::time::Instant::now();
-            let out: Vec<GenerateResponse> = llm
-                .generate_batch(&reqs[..c])
-                .into_iter()
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("a batch of {c}"))?;
+            // Prompts computed apart, between decode steps: the decode figures.
+            let (out, elapsed, mut diff) = batch(llm, c, false)?;
+            apart_s.push(elapsed);
             if let Some(mib) = peak_rss_mib().filter(|_| tracked) {
                 peak.push(mib);
             }
@@ -112,24 +134,28 @@ fn measure(
             // Prompts are computed one at a time between decode steps (all before them, or
             // later ones as the KV budget frees room): decode took the rest.
             let prefill_s: f64 = out.iter().map(|r| r.prefill_ms).sum::<f64>() / 1e3;
-            let wall = started.elapsed().as_secs_f64() - prefill_s;
+            let wall = elapsed - prefill_s;
             let tokens: usize = out.iter().map(|r| r.generated_tokens).sum();
             let prompt_tokens: usize = out.iter().map(|r| r.prompt_tokens).sum();
             aggregate.push(tokens as f64 / wall.max(1e-9));
             per_answer.push(median(&out.iter().map(tps).collect::<Vec<_>>()));
             prefill.push(prompt_tokens as f64 / prefill_s.max(1e-9));
-            let diff = out
-                .iter()
-                .zip(&alone)
-                .filter(|(b, a)| b.tokens != a.tokens)
-                .count();
+            // Prompts computed inside the decode steps: end to end only, as the two overlap.
+            if can_mix {
+                let (_, elapsed, d) = batch(llm, c, true)?;
+                mixed_s.push(elapsed);
+                diff += d;
+            }
             differ += diff;
             if !json {
                 eprintln!(
-                    "{c} at once, run {run}: {:.1} tok/s together ({:.1} per answer), {} tokens{}",
+                    "{c} at once, run {run}: {:.1} tok/s together ({:.1} per answer), {} tokens; end to end {:.1} s prompts apart, {} mixed in, {:.1} s one at a time{}",
                     aggregate[run],
                     per_answer[run],
                     tokens,
+                    elapsed,
+                    mixed_s.last().map_or("-".into(), |s| format!("{s:.1} s")),
+                    one_by_one_s,
                     if diff > 0 {
                         format!(" · {diff} ANSWERS DIFFER")
                     } else {
@@ -146,6 +172,9 @@ fn measure(
             "prefill_tokens_per_s": median(&prefill),
             "peak_rss_mib": (!peak.is_empty()).then(|| median(&peak)),
             "peak_kv_in_flight_mib": median(&kv),
+            "one_at_a_time_s": one_by_one_s,
+            "end_to_end_s_prompts_apart": median(&apart_s),
+            "end_to_end_s_prompts_mixed": (!mixed_s.is_empty()).then(|| median(&mixed_s)),
         });
         if !json {
             println!(
@@ -158,6 +187,13 @@ fn measure(
                     .as_f64()
                     .map_or("n/a".to_string(), |m| format!("{m:.0} MiB")),
                 median(&kv),
+            );
+            println!(
+                "{c} at once, end to end: {:.1} s with prompts computed apart, {} with prompts mixed into the decode steps, {one_by_one_s:.1} s one at a time",
+                median(&apart_s),
+                row["end_to_end_s_prompts_mixed"]
+                    .as_f64()
+                    .map_or("n/a".to_string(), |s| format!("{s:.1} s")),
             );
         }
         rows.push(row);

@@ -44,7 +44,15 @@ pub struct LlmOptions {
     /// An answer whose prompt and token budget would go over waits, in order, until others
     /// end; one answer always runs, whatever its size.
     pub kv_budget_bytes: Option<usize>,
+    /// On the CPU, the prompt of an answer joining others in flight is computed in chunks of
+    /// [`PREFILL_CHUNK`] tokens inside their decode steps (continuous batching), so they keep
+    /// decoding meanwhile. Off: a prompt is computed on its own before it joins.
+    pub mixed_prefill: bool,
 }
+
+/// Prompt tokens computed per decode step of the answers in flight (mixed prefill): a pass of
+/// 64 rows computes prompt tokens as fast as a long one here, and adds ~0.3 s to the step.
+pub const PREFILL_CHUNK: usize = 64;
 
 impl Default for LlmOptions {
     fn default() -> Self {
@@ -53,6 +61,7 @@ impl Default for LlmOptions {
             prefix_reuse: true,
             speculation: Some(Speculation::default()),
             kv_budget_bytes: None,
+            mixed_prefill: true,
         }
     }
 }
@@ -107,6 +116,7 @@ pub struct CandleLlm {
     prefix_reuse: bool,
     speculation: Option<Speculation>,
     kv_budget_bytes: Option<usize>,
+    mixed_prefill: bool,
     /// Most bytes the answers in flight held at once since last read.
     peak_kv_in_flight: usize,
 }
@@ -271,6 +281,7 @@ impl CandleLlm {
             cache_limit_tokens,
             prefix_reuse: options.prefix_reuse,
             kv_budget_bytes: options.kv_budget_bytes,
+            mixed_prefill: options.mixed_prefill && device.is_cpu(),
             peak_kv_in_flight: 0,
         })
     }
@@ -328,6 +339,17 @@ impl CandleLlm {
     /// Turns speculative decoding on or off (where the model allows it, see [`LlmOptions`]).
     pub fn set_speculation(&mut self, speculation: Option<Speculation>) {
         self.speculation = speculation.filter(|_| self.model.rows_exact());
+    }
+
+    /// Whether prompts of answers joining a batch are computed inside its decode steps
+    /// ([`LlmOptions::mixed_prefill`]).
+    pub fn mixed_prefill(&self) -> bool {
+        self.mixed_prefill
+    }
+
+    /// Turns mixed prefill on (where the model runs on the CPU) or off.
+    pub fn set_mixed_prefill(&mut self, on: bool) {
+        self.mixed_prefill = on && self.model.device().is_cpu();
     }
 
     /// Whether several answers decoded together (and drafts verified in one pass) get the
@@ -563,16 +585,14 @@ impl CandleLlm {
         Ok((logits, reuse))
     }
 
-    /// Computes the prompt `ids` into a cache of its own, starting from a copy of the longest
-    /// prefix it shares with the model's cache or with one of `others` (sequences of the same
-    /// batch: samples of one prompt compute it once).
-    fn prefill_apart<T>(
-        &mut self,
+    /// A cache of its own for the prompt `ids`: a copy of the longest prefix it shares with
+    /// the model's cache or with one of `others` (sequences in flight: samples of one prompt
+    /// compute it once), with that prefix's length.
+    fn prefix_apart<T>(
+        &self,
         ids: &[u32],
-        a: &mut Answer,
         others: &[Live<T>],
-    ) -> Result<KvCache, LlmError> {
-        let start = Instant::now();
+    ) -> Result<(KvCache, usize), LlmError> {
         let (reuse, donor) = if self.prefix_reuse {
             let own = common_prefix(&self.cached, ids);
             let donor = others
@@ -584,10 +604,22 @@ impl CandleLlm {
         } else {
             (0, None)
         };
-        let mut kv = match donor {
+        let kv = match donor {
             Some((_, l)) => l.kv.copy_prefix(reuse)?,
             None => self.model.copy_kv_prefix(reuse)?,
         };
+        Ok((kv, reuse))
+    }
+
+    /// Computes the prompt `ids` into a cache of its own (see [`CandleLlm::prefix_apart`]).
+    fn prefill_apart<T>(
+        &mut self,
+        ids: &[u32],
+        a: &mut Answer,
+        others: &[Live<T>],
+    ) -> Result<KvCache, LlmError> {
+        let start = Instant::now();
+        let (mut kv, reuse) = self.prefix_apart(ids, others)?;
         self.model.swap_kv(&mut kv);
         let logits = self.model.forward(&ids[reuse..], false);
         self.model.swap_kv(&mut kv);
@@ -711,8 +743,9 @@ impl CandleLlm {
             .collect()
     }
 
-    /// Starts answering `req` beside the answers in `live`: its prompt is computed now, on its
-    /// own, and it decodes with them from the next [`CandleLlm::advance`]. Returns the result
+    /// Starts answering `req` beside the answers in `live`: its prompt is computed by the next
+    /// decode steps ([`LlmOptions::mixed_prefill`]) or now, on its own, and it decodes with
+    /// them once it is. Returns the result
     /// of a request that needs no decoding (refused, or answered without the model).
     pub(super) fn admit<T>(
         &mut self,
@@ -729,6 +762,19 @@ impl CandleLlm {
         // Sized once for the whole answer: growing by doubling would copy it and could hold
         // twice what it needs.
         let positions = ids.len() + answer.budget;
+        if self.mixed_prefill {
+            // Its prompt is computed by the decode steps, from when it is first in line.
+            live.push(Live {
+                tag,
+                answer: *answer,
+                kv: KvCache::default(),
+                tokens: Vec::new(),
+                pending: ids,
+                prefill: None,
+                reserved: positions * self.model.kv_bytes_per_token(),
+            });
+            return None;
+        }
         let prefilled = self
             .prefill_apart(&ids, &mut answer, live)
             .and_then(|mut kv| {
@@ -743,6 +789,9 @@ impl CandleLlm {
                     answer: *answer,
                     kv,
                     tokens: ids,
+                    pending: Vec::new(),
+                    prefill: None,
+                    reserved: 0,
                 });
                 self.peak_kv_in_flight = self.peak_kv_in_flight.max(kv_held(live));
                 None
@@ -774,19 +823,26 @@ impl CandleLlm {
     }
 
     /// One decode step of the answers in `live`; those that end leave it, with their results.
-    /// The keys and values of an answer that ends become the prefix cache, as after a
-    /// `generate` call. An inference error ends every answer in flight.
+    /// The first answer whose prompt is not computed yet computes a chunk of it in the same
+    /// pass (all of it when nothing decodes). The keys and values of an answer that ends
+    /// become the prefix cache, as after a `generate` call. An inference error ends every
+    /// answer in flight.
     pub(super) fn advance<T>(
         &mut self,
         live: &mut Vec<Live<T>>,
     ) -> Vec<(T, Result<GenerateResponse, LlmError>)> {
         let mut done = Vec::new();
-        let mut fed = Vec::with_capacity(live.len());
+        let mut feeds = Vec::with_capacity(live.len());
         let mut j = 0;
         while j < live.len() {
+            if !live[j].pending.is_empty() {
+                feeds.push(Vec::new());
+                j += 1;
+                continue;
+            }
             match self.choose(&mut live[j].answer) {
                 Step::Feed(tok) => {
-                    fed.push(tok);
+                    feeds.push(vec![tok]);
                     j += 1;
                 }
                 Step::Done(end) => {
@@ -801,7 +857,32 @@ impl CandleLlm {
                 }
             }
         }
-        if let Err(e) = self.step(live, &fed) {
+        if let Some(i) = live.iter().position(|l| !l.pending.is_empty()) {
+            let started = match live[i].prefill {
+                Some(_) => Ok(()),
+                None => self.start_prompt(live, i),
+            };
+            match started {
+                Ok(()) => {
+                    let decoding = feeds.iter().any(|f| !f.is_empty());
+                    let pending = &live[i].pending;
+                    let take = if decoding {
+                        PREFILL_CHUNK
+                    } else {
+                        pending.len()
+                    };
+                    feeds[i] = pending[..take.min(pending.len())].to_vec();
+                }
+                Err(e) => {
+                    let l = live.remove(i);
+                    feeds.remove(i);
+                    done.push((l.tag, Err(e)));
+                }
+            }
+        }
+        let stepped = self.step(live, &feeds);
+        self.peak_kv_in_flight = self.peak_kv_in_flight.max(kv_held(live));
+        if let Err(e) = stepped {
             let message = e.to_string();
             for l in live.drain(..) {
                 let e = candle_core::Error::Msg(message.clone());
@@ -811,24 +892,94 @@ impl CandleLlm {
         done
     }
 
-    /// One decode step of the live answers: `tokens[i]` extends `live[i]`, in passes of at
-    /// most [`QwenModel::batch_rows`] sequences.
-    fn step<T>(&mut self, live: &mut [Live<T>], tokens: &[u32]) -> Result<(), LlmError> {
+    /// Gives `live[i]`, whose prompt waits in `pending`, its own cache: the longest prefix
+    /// it shares with the prefix cache or an answer in flight (see
+    /// [`CandleLlm::prefix_apart`]), sized for its prompt and budget; the rest stays pending.
+    fn start_prompt<T>(&mut self, live: &mut [Live<T>], i: usize) -> Result<(), LlmError> {
+        let start = Instant::now();
+        let positions = live[i].pending.len() + live[i].answer.budget;
+        let (mut kv, reuse) = self.prefix_apart(&live[i].pending, live)?;
+        kv.fit(positions)?;
+        let l = &mut live[i];
+        l.kv = kv;
+        l.tokens = l.pending.drain(..reuse).collect();
+        l.prefill = Some((reuse, start));
+        self.peak_kv_in_flight = self.peak_kv_in_flight.max(kv_held(live));
+        Ok(())
+    }
+
+    /// One pass of the live answers that `feeds` gives tokens: `feeds[i]` extends `live[i]`
+    /// (a decoded token, or the next chunk of its prompt), in passes of at most
+    /// [`QwenModel::batch_rows`] sequences.
+    fn step<T>(&mut self, live: &mut [Live<T>], feeds: &[Vec<u32>]) -> Result<(), LlmError> {
         let rows = self.model.batch_rows();
-        for (chunk, toks) in live.chunks_mut(rows).zip(tokens.chunks(rows)) {
-            let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|l| &mut l.kv).collect();
-            let logits = self.model.forward_batch(&mut caches, toks)?;
+        let mut fed: Vec<(&mut Live<T>, &Vec<u32>)> = live
+            .iter_mut()
+            .zip(feeds)
+            .filter(|(_, f)| !f.is_empty())
+            .collect();
+        for chunk in fed.chunks_mut(rows) {
+            let toks: Vec<u32> = chunk.iter().flat_map(|(_, f)| f.iter().copied()).collect();
+            let spans: Vec<usize> = chunk.iter().map(|(_, f)| f.len()).collect();
+            // Logits for the answers that decode and for a prompt's last chunk.
+            let wants: Vec<bool> = chunk
+                .iter()
+                .map(|(l, f)| l.pending.len() == f.len() || l.pending.is_empty())
+                .collect();
+            let decode_only = chunk.iter().all(|(l, _)| l.pending.is_empty());
+            let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|(l, _)| &mut l.kv).collect();
+            let logits = if decode_only {
+                self.model.forward_batch(&mut caches, &toks)?
+            } else {
+                let mut rows = Vec::new();
+                let mut end = 0;
+                for (&span, &want) in spans.iter().zip(&wants) {
+                    end += span;
+                    if want {
+                        rows.push(end - 1);
+                    }
+                }
+                match self
+                    .model
+                    .forward_spans(&mut caches, &toks, &spans, &rows)?
+                {
+                    Some(logits) => logits,
+                    // A prompt's chunk alone, not its last: nothing to read yet.
+                    None => {
+                        let (l, f) = &mut chunk[0];
+                        l.tokens.extend_from_slice(f);
+                        l.pending.drain(..f.len());
+                        continue;
+                    }
+                }
+            };
             // On a GPU the rows stay there: greedy answers take their argmax, others a copy.
             let best: Option<Vec<u32>> = match logits.device() {
                 Device::Cpu => None,
                 _ => Some(logits.argmax(candle_core::D::Minus1)?.to_vec1()?),
             };
-            for (i, (l, &tok)) in chunk.iter_mut().zip(toks).enumerate() {
-                match &best {
-                    Some(best) if l.answer.plain_greedy() => l.answer.best = Some(best[i]),
-                    _ => l.answer.logits = logits.get(i)?.to_vec1()?,
+            let mut row = 0;
+            for ((l, f), want) in chunk.iter_mut().zip(wants) {
+                let at = row;
+                row += usize::from(want);
+                if !l.pending.is_empty() {
+                    l.tokens.extend_from_slice(f);
+                    l.pending.drain(..f.len());
+                    if want {
+                        let (reuse, start) = l.prefill.expect("a prompt in progress was started");
+                        l.answer.prefilled(logits.get(at)?, reuse, start)?;
+                        l.answer.decode_start = Instant::now();
+                        // Sized for the answer now that its buffers exist (a prompt that
+                        // started from nothing grew them chunk by chunk).
+                        l.kv.fit(l.tokens.len() + l.answer.budget)?;
+                    }
+                    continue;
                 }
-                l.tokens.push(tok);
+                match &best {
+                    Some(best) if l.answer.plain_greedy() => l.answer.best = Some(best[at]),
+                    _ => l.answer.logits = logits.get(at)?.to_vec1()?,
+                }
+                l.tokens.push(f[0]);
             }
         }
         Ok(())
@@ -918,9 +1069,14 @@ enum Step {
     Done(FinishReason),
 }
 
-/// Bytes the keys and values of the answers in `live` hold.
+/// Bytes the keys and values of the answers in `live` hold, or will once their prompt starts.
 fn kv_held<T>(live: &[Live<T>]) -> usize {
-    live.iter().map(|l| l.kv.bytes()).sum()
+    live.iter()
+        .map(|l| match l.pending.is_empty() {
+            true => l.kv.bytes(),
+            false => l.kv.bytes().max(l.reserved),
+        })
+        .sum()
 }
 
 /// An answer of a batch in flight, with its own keys and values and the tokens they hold;
@@ -929,7 +1085,14 @@ pub(super) struct Live<T> {
     tag: T,
     answer: Answer,
     kv: KvCache,
+    /// The tokens whose keys and values `kv` holds.
     tokens: Vec<u32>,
+    /// Prompt tokens not computed yet (mixed prefill); it decodes once none are left.
+    pending: Vec<u32>,
+    /// Once its prompt started: the prompt tokens reused from a prefix, and when it started.
+    prefill: Option<(usize, Instant)>,
+    /// The KV bytes it will hold (prompt and budget), counted before its prompt starts.
+    reserved: usize,
 }
 
 impl Llm for CandleLlm {

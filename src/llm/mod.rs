@@ -34,7 +34,7 @@ mod token_bytes;
 
 pub use chat::{chatml, fim_prompt, Message, Role};
 pub use constraint::{Constraint, IdentPattern, Matcher};
-pub use engine::{CandleLlm, LlmOptions, Speculation};
+pub use engine::{CandleLlm, LlmOptions, Speculation, PREFILL_CHUNK};
 pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
 pub use remote::{Dialect, RemoteLlm, RemoteOptions};
 pub use shared::SharedLlm;

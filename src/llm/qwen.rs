@@ -761,9 +761,46 @@ impl QwenModel {
     /// the last one.
     pub fn forward(&mut self, tokens: &[u32], all_logits: bool) -> candle_core::Result<Tensor> {
         let mut kv = std::mem::take(&mut self.kv);
-        let result = self.run(&mut [&mut kv], tokens, all_logits);
+        let want = if all_logits {
+            Logits::All
+        } else {
+            Logits::Last
+        };
+        let result = self.run(&mut [&mut kv], tokens, &[tokens.len()], want);
         self.kv = kv;
-        result
+        logits_of(result)
+    }
+
+    /// Several sequences in one pass, each extended by its own run of tokens: `tokens` holds
+    /// `spans[i]` tokens for `caches[i]`, one sequence after another (a prompt's next chunk
+    /// beside other answers' next tokens). Returns the logits `(rows.len(), vocab)` of the
+    /// rows `rows` (indices into `tokens`, ascending), or `None` when `rows` is empty (the
+    /// output head is skipped). CPU only. On our kernels ([`QwenModel::rows_exact`]) each row
+    /// is bit for bit what the sequence alone gives it, however its tokens are split.
+    pub fn forward_spans(
+        &mut self,
+        caches: &mut [&mut KvCache],
+        tokens: &[u32],
+        spans: &[usize],
+        rows: &[usize],
+    ) -> candle_core::Result<Option<Tensor>> {
+        if !self.device.is_cpu() {
+            candle_core::bail!("sequences of several tokens share a pass on the CPU only");
+        }
+        if caches.len() != spans.len() || spans.iter().sum::<usize>() != tokens.len() {
+            candle_core::bail!(
+                "{} sequences of {spans:?} tokens for {} tokens in a pass",
+                caches.len(),
+                tokens.len()
+            );
+        }
+        if spans.contains(&0) || rows.iter().any(|&r| r >= tokens.len()) {
+            candle_core::bail!(
+                "an empty sequence, or a row past the {} tokens",
+                tokens.len()
+            );
+        }
+        self.run(caches, tokens, spans, Logits::Rows(rows))
     }
 
     /// One decode step of several sequences: `tokens[i]` extends `caches[i]`. The sequences
@@ -785,7 +822,8 @@ impl QwenModel {
             );
         }
         if self.device.is_cpu() {
-            return self.run(caches, tokens, true);
+            let spans = vec![1; tokens.len()];
+            return logits_of(self.run(caches, tokens, &spans, Logits::All));
         }
         #[cfg(feature = "cuda")]
         if caches.len() > 1 && self.device_kernels && self.batch.is_some() {
@@ -795,32 +833,27 @@ impl QwenModel {
         let rows = caches
             .iter_mut()
             .zip(tokens)
-            .map(|(kv, &t)| self.run(&mut [&mut **kv], &[t], false))
+            .map(|(kv, &t)| logits_of(self.run(&mut [&mut **kv], &[t], &[1], Logits::Last)))
             .collect::<candle_core::Result<Vec<_>>>()?;
         Tensor::cat(&rows, 0)
     }
 
-    /// Runs the tokens of one or (on the CPU, one token each) several sequences through the
-    /// layers: with one cache, all of `tokens` extend it; with several, `tokens[i]` extends
-    /// `caches[i]`.
+    /// Runs the tokens of one or (on the CPU) several sequences through the layers: sequence
+    /// i's `spans[i]` consecutive tokens extend `caches[i]`. Returns the logits `want` asks
+    /// for (`None` for no rows).
     fn run(
         &mut self,
         caches: &mut [&mut KvCache],
         tokens: &[u32],
-        all_logits: bool,
-    ) -> candle_core::Result<Tensor> {
+        spans: &[usize],
+        want: Logits,
+    ) -> candle_core::Result<Option<Tensor>> {
         let n = tokens.len();
         if n == 0 {
             candle_core::bail!("forward needs at least one token");
         }
-        // Rows of sequence i: `spans[i]` consecutive ones, at positions from its cache length.
-        let spans: Vec<usize> = if caches.len() == 1 {
-            vec![n]
-        } else {
-            vec![1; caches.len()]
-        };
         let mut end = 0;
-        for (kv, &rows) in caches.iter().zip(&spans) {
+        for (kv, &rows) in caches.iter().zip(spans) {
             if kv.len() + rows > self.config.context_length {
                 candle_core::bail!(
                     "{} positions exceed the context window of {}",
@@ -846,7 +879,7 @@ impl QwenModel {
                     &self.config,
                     &mut slots,
                     &positions,
-                    &spans,
+                    spans,
                     &self.cos,
                     &self.sin,
                 )?;
@@ -880,7 +913,7 @@ impl QwenModel {
                     }
                     let logits = dec.step(tokens[0], pos, &ptrs, capacity)?;
                     kv.len += 1;
-                    return Ok(logits);
+                    return Ok(Some(logits));
                 }
             }
             let pos = kv.len();
@@ -908,10 +941,20 @@ impl QwenModel {
                 x = layer.ffn(&(x + attn)?, eps)?;
             }
         }
-        for (kv, &rows) in caches.iter_mut().zip(&spans) {
+        for (kv, &rows) in caches.iter_mut().zip(spans) {
             kv.len += rows;
         }
-        self.finish(x, n, all_logits)
+        let x = match want {
+            Logits::All => x,
+            Logits::Last => x.narrow(1, n - 1, 1)?,
+            Logits::Rows([]) => return Ok(None),
+            Logits::Rows(rows) if rows.len() == n => x,
+            Logits::Rows(rows) => {
+                let at: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+                x.index_select(&Tensor::new(at, x.device())?, 1)?
+            }
+        };
+        self.finish(x).map(Some)
     }
 
     /// Sequences one [`QwenModel::forward_batch`] pass should take: on the CPU up to
@@ -987,7 +1030,7 @@ impl QwenModel {
         for kv in caches.iter_mut() {
             kv.len += 1;
         }
-        self.finish(x, n, true)
+        self.finish(x)
     }
 
     /// The embeddings of token ids `ids` as `(1, n, hidden)` f32 rows.
@@ -1009,14 +1052,9 @@ impl QwenModel {
         Ok(())
     }
 
-    /// Final norm and logits after the layers have run `n` new positions.
-    fn finish(&self, x: Tensor, n: usize, all_logits: bool) -> candle_core::Result<Tensor> {
+    /// The logits `(rows, vocab)` of the final hidden rows `x` (`(1, rows, hidden)`).
+    fn finish(&self, x: Tensor) -> candle_core::Result<Tensor> {
         let eps = self.config.rms_norm_eps as f32;
-        let x = if all_logits {
-            x
-        } else {
-            x.narrow(1, n - 1, 1)?
-        };
         let x = if self.device.is_cpu() {
             kernels::rms_norm(&x.contiguous()?, &self.norm, eps)?
         } else {
@@ -1079,6 +1117,19 @@ fn cuda_decoder(
 type Guard<'a> = (candle_core::StorageRef<'a>, &'a candle_core::Layout);
 
 /// Locks an optional tensor's storage for reading.
+/// Which rows of a pass get logits.
+enum Logits<'a> {
+    All,
+    Last,
+    /// These rows (ascending indices into the pass's tokens); none skips the output head.
+    Rows(&'a [usize]),
+}
+
+/// The logits of a pass that asked for at least one row.
+fn logits_of(run: candle_core::Result<Option<Tensor>>) -> candle_core::Result<Tensor> {
+    run?.ok_or_else(|| candle_core::Error::Msg("a pass asked for no logits".into()))
+}
+
 fn guard(t: &Option<Tensor>) -> Option<Guard<'_>> {
     t.as_ref().map(|t| t.storage_and_layout())
 }
