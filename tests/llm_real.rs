@@ -5,8 +5,8 @@
 use std::sync::{Mutex, OnceLock};
 
 use repohop::llm::{
-    CandleLlm, Constraint, FinishReason, GenerateRequest, Llm, LlmOptions, Message, Prompt,
-    Speculation,
+    CandleLlm, Constraint, FinishReason, GenerateRequest, GenerateResponse, Llm, LlmOptions,
+    Message, Prompt, Speculation,
 };
 use repohop::models::DEFAULT_GENERATOR;
 
@@ -28,6 +28,36 @@ fn llm() -> &'static Mutex<CandleLlm> {
         });
         Mutex::new(llm)
     })
+}
+
+/// Each request answered alone from a cold cache, without speculation.
+fn one_at_a_time(llm: &mut CandleLlm, reqs: &[GenerateRequest]) -> Vec<GenerateResponse> {
+    let speculation = llm.speculation();
+    llm.set_speculation(None);
+    let alone = reqs
+        .iter()
+        .map(|r| {
+            llm.clear_cache();
+            llm.generate(r).unwrap()
+        })
+        .collect();
+    llm.set_speculation(speculation);
+    alone
+}
+
+/// Whether the model's several-row passes give each row its one-row bits, which only our
+/// kernels (AVX-512 VNNI or AVX2) do; where they do not, says what was not compared (and
+/// fails when REPOHOP_REQUIRE_QUANT_KERNELS is set).
+fn rows_exact_or_say(llm: &CandleLlm, uncompared: &str) -> bool {
+    if llm.rows_exact() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
+        "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
+    );
+    eprintln!("no exact several-row pass here: {uncompared} were not compared");
+    false
 }
 
 #[test]
@@ -165,17 +195,10 @@ fn a_batch_decodes_the_answers_one_call_at_a_time_gives() {
         })
         .collect();
     let mut llm = llm().lock().unwrap();
-    let speculation = llm.speculation();
-    llm.set_speculation(None);
-    let mut alone = Vec::new();
-    for r in &reqs {
-        llm.clear_cache();
-        alone.push(llm.generate(r).unwrap());
-    }
+    let alone = one_at_a_time(&mut llm, &reqs);
     llm.clear_cache();
     let batch = llm.generate_batch(&reqs);
-    llm.set_speculation(speculation);
-    let exact = llm.rows_exact();
+    let exact = rows_exact_or_say(&llm, "batched answers");
     for (i, (b, a)) in batch.iter().zip(&alone).enumerate() {
         let b = b.as_ref().unwrap();
         assert!(b.generated_tokens > 0);
@@ -183,15 +206,6 @@ fn a_batch_decodes_the_answers_one_call_at_a_time_gives() {
             assert_eq!(b.tokens, a.tokens, "answer {i}");
             assert_eq!(b.text, a.text);
         }
-    }
-    if !exact {
-        // Only our kernels (AVX-512 VNNI or AVX2) give each row of a several-row pass its one-row
-        // bits.
-        assert!(
-            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
-            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
-        );
-        eprintln!("no exact several-row pass here: batched answers were not compared");
     }
 }
 
@@ -226,12 +240,7 @@ fn a_prompt_continued_from_a_reused_prefix_gives_the_bits_computed_whole() {
         "{cached} of {} prompt tokens reused",
         reused_answer.prompt_tokens
     );
-    if !llm.rows_exact() {
-        assert!(
-            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
-            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
-        );
-        eprintln!("no exact several-row pass here: reused prefixes were not compared");
+    if !rows_exact_or_say(&llm, "reused prefixes") {
         return;
     }
     assert_eq!(whole.logprob.to_bits(), reused.logprob.to_bits());
@@ -254,13 +263,7 @@ fn a_long_prompt_computed_inside_other_answers_decode_steps_gets_its_answer_alon
         })
         .collect();
     let mut llm = llm().lock().unwrap();
-    let speculation = llm.speculation();
-    llm.set_speculation(None);
-    let mut alone = Vec::new();
-    for r in &reqs {
-        llm.clear_cache();
-        alone.push(llm.generate(r).unwrap());
-    }
+    let alone = one_at_a_time(&mut llm, &reqs);
     assert!(alone[1].prompt_tokens > 2 * repohop::llm::PREFILL_CHUNK);
     let mut batches = Vec::new();
     for mixed in [true, false] {
@@ -270,13 +273,7 @@ fn a_long_prompt_computed_inside_other_answers_decode_steps_gets_its_answer_alon
         batches.push(llm.generate_batch(&reqs));
     }
     llm.set_mixed_prefill(true);
-    llm.set_speculation(speculation);
-    if !llm.rows_exact() {
-        assert!(
-            std::env::var_os("REPOHOP_REQUIRE_QUANT_KERNELS").is_none(),
-            "REPOHOP_REQUIRE_QUANT_KERNELS is set but the model's several-row pass is not exact"
-        );
-        eprintln!("no exact several-row pass here: batched answers were not compared");
+    if !rows_exact_or_say(&llm, "batched answers") {
         return;
     }
     for batch in batches {
