@@ -172,6 +172,13 @@ fn speculative_decoding_gives_the_plain_answer() {
         fast.generated_tokens,
         fast.drafted_tokens
     );
+    // Answers decoded together draft and verify inside the shared passes too.
+    llm.clear_cache();
+    for b in llm.generate_batch(&[req.clone(), req.clone()]) {
+        let b = b.unwrap();
+        assert_eq!(b.tokens, plain.tokens);
+        assert!(b.accepted_tokens * 2 > b.generated_tokens, "{b:?}");
+    }
     eprintln!(
         "decode {:.0} ms plain, {:.0} ms speculative; {} of {} drafted tokens accepted",
         plain.decode_ms, fast.decode_ms, fast.accepted_tokens, fast.drafted_tokens

@@ -171,6 +171,35 @@ fn lookup_draft(seq: &[u32], ngram: usize, min_n: usize, k: usize) -> (&[u32], u
 
 /// Byte length of the first complete statement of `text` once the text runs past it; `None`
 /// while the statement is open or the text ends inside a character.
+/// What to draft after `tok` (just chosen; `seq` holds the tokens before it): the tokens
+/// that followed the last few where they occurred before, for an answer whose pick is the
+/// plain argmax (drafts are verified by argmax); none otherwise or without room.
+fn draft_after(
+    speculation: Option<Speculation>,
+    window: usize,
+    a: &Answer,
+    seq: &mut Vec<u32>,
+    tok: u32,
+) -> Vec<u32> {
+    let Some(sp) = speculation
+        .filter(|_| a.req.sampling == Sampling::Greedy && a.matcher.is_none())
+        .filter(|_| !(a.req.code_first && a.out.trim_ascii_start().is_empty()))
+    else {
+        return Vec::new();
+    };
+    let room = (a.budget - a.resp.tokens.len())
+        .min(EXACT_ROWS - 1)
+        .min(window.saturating_sub(seq.len() + 1));
+    if room == 0 {
+        return Vec::new();
+    }
+    seq.push(tok);
+    let (d, matched) = lookup_draft(seq, sp.ngram, 2, room);
+    let d = d[..d.len().min(sp.draft_len(matched))].to_vec();
+    seq.pop();
+    d
+}
+
 pub(super) fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
     let text = std::str::from_utf8(text).ok()?;
     let first = first_statement(text, lang);
@@ -635,31 +664,12 @@ impl CandleLlm {
         self.prefill(&ids, &mut a)?;
         a.decode_start = Instant::now();
         let window = self.model.config().context_length;
-        // Drafts are verified by argmax, which is the greedy pick only while nothing restricts it.
-        let speculation = self
-            .speculation
-            .filter(|_| req.sampling == Sampling::Greedy && a.matcher.is_none());
         let finish = 'answer: loop {
             let tok = match self.choose(&mut a) {
                 Step::Done(end) => break end,
                 Step::Feed(tok) => tok,
             };
-            // The draft, if any: what followed the last few tokens where they occurred before.
-            let room = (a.budget - a.resp.tokens.len())
-                .min(EXACT_ROWS - 1)
-                .min(window.saturating_sub(self.cached.len() + 1));
-            let draft = match speculation {
-                Some(sp)
-                    if room > 0 && !(req.code_first && a.out.trim_ascii_start().is_empty()) =>
-                {
-                    self.cached.push(tok);
-                    let (d, matched) = lookup_draft(&self.cached, sp.ngram, 2, room);
-                    let d = d[..d.len().min(sp.draft_len(matched))].to_vec();
-                    self.cached.pop();
-                    d
-                }
-                _ => Vec::new(),
-            };
+            let draft = draft_after(self.speculation, window, &a, &mut self.cached, tok);
             if draft.is_empty() {
                 a.set_logits(&self.model.forward(&[tok], false)?)?;
                 self.cached.push(tok);
@@ -772,6 +782,7 @@ impl CandleLlm {
                 pending: ids,
                 prefill: None,
                 reserved: positions * self.model.kv_bytes_per_token(),
+                finished: None,
             });
             return None;
         }
@@ -792,6 +803,7 @@ impl CandleLlm {
                     pending: Vec::new(),
                     prefill: None,
                     reserved: 0,
+                    finished: None,
                 });
                 self.peak_kv_in_flight = self.peak_kv_in_flight.max(kv_held(live));
                 None
@@ -840,9 +852,23 @@ impl CandleLlm {
                 j += 1;
                 continue;
             }
-            match self.choose(&mut live[j].answer) {
+            let step = match live[j].finished.take() {
+                Some(end) => Step::Done(end),
+                None => self.choose(&mut live[j].answer),
+            };
+            match step {
                 Step::Feed(tok) => {
-                    feeds.push(vec![tok]);
+                    let window = self.model.config().context_length;
+                    let l = &mut live[j];
+                    let mut feed = vec![tok];
+                    feed.extend(draft_after(
+                        self.speculation,
+                        window,
+                        &l.answer,
+                        &mut l.tokens,
+                        tok,
+                    ));
+                    feeds.push(feed);
                     j += 1;
                 }
                 Step::Done(end) => {
@@ -921,21 +947,25 @@ impl CandleLlm {
         for chunk in fed.chunks_mut(rows) {
             let toks: Vec<u32> = chunk.iter().flat_map(|(_, f)| f.iter().copied()).collect();
             let spans: Vec<usize> = chunk.iter().map(|(_, f)| f.len()).collect();
-            // Logits for the answers that decode and for a prompt's last chunk.
+            // Logits for every row of an answer that decodes (its token and any draft) and
+            // for a prompt's last chunk.
             let wants: Vec<bool> = chunk
                 .iter()
                 .map(|(l, f)| l.pending.len() == f.len() || l.pending.is_empty())
                 .collect();
-            let decode_only = chunk.iter().all(|(l, _)| l.pending.is_empty());
+            let decoding: Vec<bool> = chunk.iter().map(|(l, _)| l.pending.is_empty()).collect();
+            let decode_only = decoding.iter().all(|&d| d) && spans.len() == toks.len();
             let mut caches: Vec<&mut KvCache> = chunk.iter_mut().map(|(l, _)| &mut l.kv).collect();
             let logits = if decode_only {
                 self.model.forward_batch(&mut caches, &toks)?
             } else {
                 let mut rows = Vec::new();
                 let mut end = 0;
-                for (&span, &want) in spans.iter().zip(&wants) {
+                for ((&span, &want), &decodes) in spans.iter().zip(&wants).zip(&decoding) {
                     end += span;
-                    if want {
+                    if decodes {
+                        rows.extend(end - span..end);
+                    } else if want {
                         rows.push(end - 1);
                     }
                 }
@@ -961,8 +991,8 @@ impl CandleLlm {
             let mut row = 0;
             for ((l, f), want) in chunk.iter_mut().zip(wants) {
                 let at = row;
-                row += usize::from(want);
                 if !l.pending.is_empty() {
+                    row += usize::from(want);
                     l.tokens.extend_from_slice(f);
                     l.pending.drain(..f.len());
                     if want {
@@ -975,6 +1005,11 @@ impl CandleLlm {
                     }
                     continue;
                 }
+                row += f.len();
+                if f.len() > 1 {
+                    self.verify(l, f, &logits.narrow(0, at, f.len())?.to_vec2()?);
+                    continue;
+                }
                 match &best {
                     Some(best) if l.answer.plain_greedy() => l.answer.best = Some(best[at]),
                     _ => l.answer.logits = logits.get(at)?.to_vec1()?,
@@ -983,6 +1018,31 @@ impl CandleLlm {
             }
         }
         Ok(())
+    }
+
+    /// Keeps what the pass over `fed` (a chosen token, then a draft) agreed with: row j of
+    /// `rows` is what decode would see after `fed[..=j]`, so a drafted token stands while it is
+    /// the argmax there. The rest leave the answer's cache; an answer that ends on an accepted
+    /// token is marked finished.
+    fn verify<T>(&self, l: &mut Live<T>, fed: &[u32], rows: &[Vec<f32>]) {
+        let draft = &fed[1..];
+        let agreed = draft
+            .iter()
+            .zip(rows)
+            .take_while(|(d, row)| argmax(row) == **d)
+            .count();
+        l.tokens.extend_from_slice(&fed[..=agreed]);
+        l.kv.truncate(l.tokens.len());
+        let a = &mut l.answer;
+        a.resp.drafted_tokens += draft.len();
+        a.resp.accepted_tokens += agreed;
+        a.logits = rows[agreed].clone();
+        for &d in &draft[..agreed] {
+            if let Some(end) = self.take(a, d) {
+                l.finished = Some(end);
+                break;
+            }
+        }
     }
 }
 
@@ -1093,6 +1153,8 @@ pub(super) struct Live<T> {
     prefill: Option<(usize, Instant)>,
     /// The KV bytes it will hold (prompt and budget), counted before its prompt starts.
     reserved: usize,
+    /// How it ended on an accepted drafted token, before its next step.
+    finished: Option<FinishReason>,
 }
 
 impl Llm for CandleLlm {
