@@ -169,8 +169,6 @@ fn lookup_draft(seq: &[u32], ngram: usize, min_n: usize, k: usize) -> (&[u32], u
     (&[], 0)
 }
 
-/// Byte length of the first complete statement of `text` once the text runs past it; `None`
-/// while the statement is open or the text ends inside a character.
 /// What to draft after `tok` (just chosen; `seq` holds the tokens before it): the tokens
 /// that followed the last few where they occurred before, for an answer whose pick is the
 /// plain argmax (drafts are verified by argmax); none otherwise or without room.
@@ -200,6 +198,8 @@ fn draft_after(
     d
 }
 
+/// Byte length of the first complete statement of `text` once the text runs past it; `None`
+/// while the statement is open or the text ends inside a character.
 pub(super) fn statement_end(text: &[u8], lang: Lang) -> Option<usize> {
     let text = std::str::from_utf8(text).ok()?;
     let first = first_statement(text, lang);
@@ -755,8 +755,8 @@ impl CandleLlm {
 
     /// Starts answering `req` beside the answers in `live`: its prompt is computed by the next
     /// decode steps ([`LlmOptions::mixed_prefill`]) or now, on its own, and it decodes with
-    /// them once it is. Returns the result
-    /// of a request that needs no decoding (refused, or answered without the model).
+    /// them once computed. Returns the result of a request that needs no decoding (refused,
+    /// or answered without the model).
     pub(super) fn admit<T>(
         &mut self,
         live: &mut Vec<Live<T>>,
@@ -1132,9 +1132,12 @@ enum Step {
 /// Bytes the keys and values of the answers in `live` hold, or will once their prompt starts.
 fn kv_held<T>(live: &[Live<T>]) -> usize {
     live.iter()
-        .map(|l| match l.pending.is_empty() {
-            true => l.kv.bytes(),
-            false => l.kv.bytes().max(l.reserved),
+        .map(|l| {
+            if l.pending.is_empty() {
+                l.kv.bytes()
+            } else {
+                l.kv.bytes().max(l.reserved)
+            }
         })
         .sum()
 }

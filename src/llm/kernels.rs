@@ -622,7 +622,9 @@ multiversion!(rows_values, (p: &[&[f32]], values: &[f32], hd: usize, out: &mut [
         group_values(p, &values[..p.len() * hd], hd, o);
     }
 });
-/// Up to this many query rows, each row is its own block (see [`attention`]).
+
+/// Up to this many query rows, attention runs row by row as decode does (see [`attention`];
+/// longer passes give each row the same bits through the prefill kernels).
 pub const EXACT_ROWS: usize = 16;
 
 /// Causal grouped-query attention of `n` new tokens at positions `pos..pos + n`.
