@@ -131,8 +131,8 @@ fn measure(
                 peak.push(mib);
             }
             kv.push(llm.take_peak_kv_in_flight() as f64 / f64::from(1 << 20));
-            // Prompts are computed one at a time between decode steps (all before them, or
-            // later ones as the KV budget frees room): decode took the rest.
+            // Prompts computed apart take their own passes between decode steps (all before
+            // them, or later ones as the KV budget frees room): decode took the rest.
             let prefill_s: f64 = out.iter().map(|r| r.prefill_ms).sum::<f64>() / 1e3;
             let wall = elapsed - prefill_s;
             let tokens: usize = out.iter().map(|r| r.generated_tokens).sum();

@@ -711,13 +711,14 @@ impl CandleLlm {
         Ok(())
     }
 
-    /// [`Llm::generate_batch`]: each prompt is computed on its own (reusing the prefix cache
-    /// like [`Llm::generate`], or the prompt of an earlier request of the batch); then the
-    /// answers decode together, up to [`QwenModel::batch_rows`] of them sharing each pass over
-    /// the weights, which is where decode time goes. Where the model's several-row pass is exact ([`QwenModel::rows_exact`]) each
-    /// answer is the one `generate` gives from the same cache state, token for token. A
-    /// request that fails (bad input) fails alone; an inference error fails the answers in
-    /// flight. No speculation here: the batch already fills the pass.
+    /// [`Llm::generate_batch`]: the prompts are computed one after another (reusing the
+    /// prefix cache like [`Llm::generate`], or the prompt of an earlier request of the batch;
+    /// with mixed prefill, inside the decode steps of the answers already going); the answers
+    /// decode together, up to [`QwenModel::batch_rows`] of them sharing each pass over the
+    /// weights, which is where decode time goes, each with its drafts where speculation is on.
+    /// Where the model's several-row pass is exact ([`QwenModel::rows_exact`]) each answer is
+    /// the one `generate` gives, token for token. A request that fails (bad input) fails
+    /// alone; an inference error fails the answers in flight.
     fn batch(&mut self, reqs: &[GenerateRequest]) -> Vec<Result<GenerateResponse, LlmError>> {
         let mut results: Vec<Option<Result<GenerateResponse, LlmError>>> =
             reqs.iter().map(|_| None).collect();
