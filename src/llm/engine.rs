@@ -32,8 +32,9 @@ pub struct LlmOptions {
     /// tokens of Qwen2.5-1.5B). A longer sequence is cut to its first tokens after the call.
     pub kv_cache_bytes: usize,
     /// Reuse the keys and values of a prompt prefix computed before (by an earlier call or
-    /// another answer in flight). Off: every prompt is computed whole, so an answer does not
-    /// depend on what ran before it or beside it, bit for bit (reproducible batch runs), at
+    /// another answer in flight). On our CPU kernels a reused prefix holds the bits computing
+    /// the prompt whole gives ([`QwenModel::rows_exact`]). Off: every prompt is computed
+    /// whole, so elsewhere too an answer does not depend on what ran before or beside it, at
     /// the cost of recomputing shared prefixes.
     pub prefix_reuse: bool,
     /// Speculative decoding from the prompt for greedy, unconstrained calls (`None`: off).
