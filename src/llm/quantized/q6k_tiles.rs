@@ -220,7 +220,7 @@ unsafe fn tiles_times<const R: usize>(
             // 53 lines a tile: 4 prefetches per sub-block cover them.
             let prefetch = |s: usize| {
                 for j in 0..4 {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add((s * 4 + j) * 64));
+                    _mm_prefetch::<{ super::WEIGHT_HINT }>(ahead.wrapping_add((s * 4 + j) * 64));
                 }
             };
             if R <= 4 {
