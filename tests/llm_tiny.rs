@@ -480,6 +480,50 @@ fn threads_sharing_one_engine_get_their_own_answers() {
 }
 
 #[test]
+fn a_cancelled_request_leaves_the_others_running() {
+    let ask = |text: &str, tokens: usize| {
+        let mut r = GenerateRequest::new(chat(&[text]));
+        r.max_new_tokens = tokens;
+        r
+    };
+    // An answer long enough that it cannot end between being handed over and being dropped
+    // below (the random model ends most answers early).
+    let mut llm = engine("qwen2");
+    let asks = [
+        "class Parser:",
+        "import os",
+        "def load_config(path):",
+        "x = [",
+        "# todo",
+    ];
+    let lengths: Vec<usize> = (asks.iter())
+        .map(|a| llm.generate(&ask(a, 200)).unwrap().tokens.len())
+        .collect();
+    let at = lengths.iter().position(|&n| n >= 100);
+    let long = ask(
+        asks[at.unwrap_or_else(|| panic!("no long answer: {lengths:?}"))],
+        200,
+    );
+    let short = ask("def add(a, b):", 12);
+    let want = engine("qwen2").generate(&short).unwrap().tokens;
+    let whole = LlmOptions {
+        prefix_reuse: false,
+        ..LlmOptions::default()
+    };
+    let shared =
+        SharedLlm::spawn(CandleLlm::load(fixture("qwen2").to_str().unwrap(), &whole).unwrap());
+    let cancelled = shared.submit(&[long.clone(), long]);
+    let kept = shared.submit(std::slice::from_ref(&short));
+    drop(cancelled);
+    // Answered after the engine has seen the drop: at most the short answer is left.
+    let left = shared.in_flight();
+    assert!(left <= 1, "{left} requests in flight after the cancel");
+    let answers = kept.wait();
+    assert_eq!(answers[0].as_ref().unwrap().tokens, want);
+    assert_eq!(shared.in_flight(), 0);
+}
+
+#[test]
 fn a_kv_budget_holds_answers_back_without_changing_them() {
     let reqs: Vec<GenerateRequest> = ["def load_config(path):", "class Parser:", "import os", "x"]
         .iter()

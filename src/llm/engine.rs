@@ -1162,6 +1162,12 @@ pub(super) struct Live<T> {
     finished: Option<FinishReason>,
 }
 
+impl<T> Live<T> {
+    pub(super) fn tag(&self) -> &T {
+        &self.tag
+    }
+}
+
 impl Llm for CandleLlm {
     fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
         let result = self.run(request);

@@ -37,7 +37,7 @@ pub use constraint::{Constraint, IdentPattern, Matcher};
 pub use engine::{CandleLlm, LlmOptions, Speculation, PREFILL_CHUNK};
 pub use load::{read_gguf, read_tokenizer, resolve, tokenizer_from_bytes, ModelFiles};
 pub use remote::{Dialect, RemoteLlm, RemoteOptions};
-pub use shared::SharedLlm;
+pub use shared::{SharedLlm, Ticket};
 pub use token_bytes::TokenBytes;
 
 use std::path::PathBuf;

@@ -2,10 +2,13 @@
 //! of its own, and each clone of the handle is an [`Llm`]. The engine decodes the answers of
 //! every caller together (continuous batching: an answer joins between two decode steps,
 //! after its prompt is computed, and leaves when it ends), so concurrent pipelines share each
-//! pass over the weights.
+//! pass over the weights. A caller that stops waiting ([`SharedLlm::submit`], then dropping
+//! the [`Ticket`]) cancels its requests: they leave the batch at the next step, freeing
+//! their room, and the others go on.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Weak};
 
 use super::engine::{CandleLlm, Live};
 use super::{GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Scored};
@@ -13,9 +16,27 @@ use super::{GenerateRequest, GenerateResponse, Llm, LlmError, Prompt, Scored};
 type Answers = Vec<Result<GenerateResponse, LlmError>>;
 
 enum Job {
-    Generate(Vec<GenerateRequest>, Sender<Answers>),
+    /// The caller's liveness: it is gone once the weak handle has no strong one.
+    Generate(Vec<GenerateRequest>, Sender<Answers>, Weak<()>),
     Count(Prompt, Sender<Result<usize, LlmError>>),
     Score(Prompt, String, Sender<Result<Scored, LlmError>>),
+    InFlight(Sender<usize>),
+}
+
+/// Requests submitted to a [`SharedLlm`]: [`Ticket::wait`] gives their answers; dropping the
+/// ticket before that cancels those not answered yet.
+pub struct Ticket {
+    answers: Option<Receiver<Answers>>,
+    count: usize,
+    _alive: Arc<()>,
+}
+
+impl Ticket {
+    /// Blocks until every request has ended, and gives their results in order.
+    pub fn wait(mut self) -> Answers {
+        let answers = self.answers.take().and_then(|rx| rx.recv().ok());
+        answers.unwrap_or_else(|| (0..self.count).map(|_| Err(SharedLlm::stopped())).collect())
+    }
 }
 
 /// A handle on an engine running on its own thread; the thread ends with the last handle.
@@ -49,6 +70,25 @@ impl SharedLlm {
     fn stopped() -> LlmError {
         LlmError::InvalidRequest("the shared engine has stopped".into())
     }
+
+    /// Hands `requests` to the engine without waiting; see [`Ticket`].
+    pub fn submit(&self, requests: &[GenerateRequest]) -> Ticket {
+        let (tx, rx) = mpsc::channel();
+        let alive = Arc::new(());
+        let job = Job::Generate(requests.to_vec(), tx, Arc::downgrade(&alive));
+        Ticket {
+            answers: self.jobs.send(job).ok().map(|_| rx),
+            count: requests.len(),
+            _alive: alive,
+        }
+    }
+
+    /// Requests the engine holds now, decoding or waiting for room (0 once it has stopped).
+    pub fn in_flight(&self) -> usize {
+        let (tx, rx) = mpsc::channel();
+        let _ = self.jobs.send(Job::InFlight(tx));
+        rx.recv().unwrap_or(0)
+    }
 }
 
 impl Llm for SharedLlm {
@@ -59,12 +99,7 @@ impl Llm for SharedLlm {
     }
 
     fn generate_batch(&mut self, requests: &[GenerateRequest]) -> Answers {
-        let (tx, rx) = mpsc::channel();
-        let sent = self.jobs.send(Job::Generate(requests.to_vec(), tx));
-        match sent.ok().and_then(|_| rx.recv().ok()) {
-            Some(answers) => answers,
-            None => requests.iter().map(|_| Err(Self::stopped())).collect(),
-        }
+        self.submit(requests).wait()
     }
 
     fn count_tokens(&self, prompt: &Prompt) -> Result<usize, LlmError> {
@@ -96,11 +131,13 @@ impl Llm for SharedLlm {
 struct Pending {
     results: Vec<Option<Result<GenerateResponse, LlmError>>>,
     reply: Sender<Answers>,
+    caller: Weak<()>,
 }
 
 /// The engine thread: takes jobs between decode steps (waiting for one when nothing is in
 /// flight) until every handle is gone. Requests start in the order they came, as soon as the
-/// KV budget lets them (see [`CandleLlm::fits`]).
+/// KV budget lets them (see [`CandleLlm::fits`]). A caller that has gone loses its requests
+/// before the next step.
 fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
     let mut live: Vec<Live<(u64, usize)>> = Vec::new();
     // Each with its KV need, computed once.
@@ -117,6 +154,7 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
         } else {
             jobs.try_recv().ok()
         };
+        cancel_gone(&mut pending, &mut live, &mut waiting);
         match job {
             Some(Job::Count(prompt, reply)) => {
                 let _ = reply.send(llm.count_tokens(&prompt));
@@ -125,11 +163,19 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
             Some(Job::Score(prompt, continuation, reply)) => {
                 let _ = reply.send(llm.score(&prompt, &continuation));
             }
-            Some(Job::Generate(requests, reply)) => {
+            Some(Job::InFlight(reply)) => {
+                let _ = reply.send(live.len() + waiting.len());
+            }
+            Some(Job::Generate(requests, reply, caller)) => {
                 let id = next_id;
                 next_id += 1;
                 let results = requests.iter().map(|_| None).collect();
-                pending.insert(id, Pending { results, reply });
+                let job = Pending {
+                    results,
+                    reply,
+                    caller,
+                };
+                pending.insert(id, job);
                 for (i, r) in requests.into_iter().enumerate() {
                     let need = llm.kv_need(&r);
                     waiting.push_back((r, (id, i), need));
@@ -150,6 +196,24 @@ fn serve(mut llm: CandleLlm, jobs: Receiver<Job>) {
                 record(&mut pending, vec![ended], tag.0);
             }
         }
+    }
+}
+
+/// Drops the requests of callers that stopped waiting, in flight or not started.
+fn cancel_gone(
+    pending: &mut HashMap<u64, Pending>,
+    live: &mut Vec<Live<(u64, usize)>>,
+    waiting: &mut VecDeque<(GenerateRequest, (u64, usize), usize)>,
+) {
+    let gone: Vec<u64> = pending
+        .iter()
+        .filter(|(_, p)| p.caller.strong_count() == 0)
+        .map(|(id, _)| *id)
+        .collect();
+    for id in gone {
+        pending.remove(&id);
+        live.retain(|l| l.tag().0 != id);
+        waiting.retain(|w| w.1 .0 != id);
     }
 }
 
