@@ -71,9 +71,9 @@ const Q6K_AHEAD: usize = 4096;
 /// The AVX-512 kernels prefetch the weights into L2, not L1: with `_MM_HINT_T0` the stream
 /// held the L1's miss buffers and the activation loads of several rows waited behind it, so a
 /// pass over four rows cost the weights' time plus the arithmetic's; into L2 the two overlap
-/// (`bench llm --concurrency 4,8`, 2 cores: 4 at once 76.5 → 101.2 tok/s, 8 at once 106.4 →
-/// 144.9, one at a time unchanged). The AVX2 kernels keep T0: they read each tile twice (one
-/// half of its columns at a time) and measured slower from L2.
+/// (`bench llm --concurrency 4,8`, 2 cores, medians of three rounds: 4 at once 71.5 → 92.4
+/// tok/s, 8 at once 106.4 → 121.4, one at a time unchanged). The AVX2 kernels keep T0: they
+/// read each tile twice (one half of its columns at a time) and measured slower from L2.
 #[cfg(target_arch = "x86_64")]
 const WEIGHT_HINT: i32 = core::arch::x86_64::_MM_HINT_T1;
 
