@@ -281,6 +281,66 @@ fn prefix_cache_reuse_gives_the_cold_answer() {
 }
 
 #[test]
+fn interleaved_conversations_each_reuse_their_own_prefix() {
+    let ask = |turns: &[&str]| {
+        let mut r = GenerateRequest::new(chat(turns));
+        r.max_new_tokens = 6;
+        r
+    };
+    // Long enough that the system prompt the two share is less than half of either.
+    let a = "def load_config(path): read the file at path, parse every line of it as a key, an \
+             equals sign and a value, skip blank lines and comments, and return a dictionary \
+             of the keys and values found, the later of two equal keys winning over the other";
+    let b = "class Parser: split a stream of tokens into statements, one per logical line of \
+             the source, joining lines inside brackets, and keep for every statement the line \
+             and column where it starts so that errors can point at the right place in it";
+    let run = |options: &LlmOptions| {
+        let mut llm = CandleLlm::load(fixture("qwen2").to_str().unwrap(), options).unwrap();
+        let first = [a, b].map(|t| llm.generate(&ask(&[t])).unwrap());
+        // Each conversation goes on after the other one ran.
+        let next: Vec<GenerateResponse> = [a, b]
+            .iter()
+            .zip(&first)
+            .map(|(t, f)| {
+                llm.generate(&ask(&[t, &f.text, "now add a docstring"]))
+                    .unwrap()
+            })
+            .collect();
+        (first, next)
+    };
+    let (first, next) = run(&LlmOptions::default());
+    for (f, n) in first.iter().zip(&next) {
+        assert!(
+            n.cached_prompt_tokens >= f.prompt_tokens,
+            "reused {} of the earlier prompt's {}",
+            n.cached_prompt_tokens,
+            f.prompt_tokens
+        );
+    }
+    let cold: Vec<Vec<u32>> = [a, b]
+        .iter()
+        .zip(&first)
+        .map(|(t, f)| {
+            let req = ask(&[t, &f.text, "now add a docstring"]);
+            engine("qwen2").generate(&req).unwrap().tokens
+        })
+        .collect();
+    assert_eq!(
+        next.iter().map(|n| n.tokens.clone()).collect::<Vec<_>>(),
+        cold
+    );
+    // Room for about one sequence (this model's keys and values take 512 bytes a token): the
+    // first conversation's prompt is gone when it goes on.
+    let one = LlmOptions {
+        kv_cache_bytes: 512 * (first[1].prompt_tokens + 16),
+        ..LlmOptions::default()
+    };
+    let (first, next) = run(&one);
+    assert!(next[0].cached_prompt_tokens < first[0].prompt_tokens / 2);
+    assert_eq!(next[0].tokens, cold[0]);
+}
+
+#[test]
 fn ten_hop_sequence_computes_each_shared_token_once() {
     let mut llm = engine("qwen2");
     let mut turns: Vec<String> = vec!["class Parser: select the entry function".into()];

@@ -28,8 +28,9 @@ const QWEN2_DEFAULT_SYSTEM: &str =
 /// Engine settings.
 #[derive(Debug, Clone)]
 pub struct LlmOptions {
-    /// Memory the prefix KV cache may keep between calls (default 512 MiB: about 9,000
-    /// tokens of Qwen2.5-1.5B). A longer sequence is cut to its first tokens after the call.
+    /// Memory the prefix KV cache may keep between calls (default 1 GiB: about 18,000 tokens
+    /// of Qwen2.5-1.5B): the last sequence computed and, in the room left, those before it
+    /// (the oldest go first). A longer sequence is cut to its first tokens after the call.
     pub kv_cache_bytes: usize,
     /// Reuse the keys and values of a prompt prefix computed before (by an earlier call or
     /// another answer in flight). On our CPU kernels a reused prefix holds the bits computing
@@ -58,7 +59,7 @@ pub const PREFILL_CHUNK: usize = 64;
 impl Default for LlmOptions {
     fn default() -> Self {
         Self {
-            kv_cache_bytes: 512 << 20,
+            kv_cache_bytes: 1 << 30,
             prefix_reuse: true,
             speculation: Some(Speculation::default()),
             kv_budget_bytes: None,
@@ -103,9 +104,10 @@ impl Speculation {
     }
 }
 
-/// A Qwen model run through candle, with one prefix-cache slot: the KV state of the last
-/// call's prompt and answer. A call reuses the longest common token prefix with it and
-/// computes only the rest. Not `Sync`-shared: wrap in a `Mutex` to use from several threads.
+/// A Qwen model run through candle, with a prefix cache: the KV state of the last call's
+/// prompt and answer, and of sequences computed before it (see [`LlmOptions::kv_cache_bytes`]).
+/// A call reuses the longest common token prefix with any of them and computes only the
+/// rest. Not `Sync`-shared: wrap in a `Mutex` to use from several threads.
 pub struct CandleLlm {
     name: String,
     model: QwenModel,
@@ -113,6 +115,9 @@ pub struct CandleLlm {
     token_bytes: TokenBytes,
     /// Tokens whose keys and values the model holds, in order.
     cached: Vec<u32>,
+    /// Earlier sequences kept for their prefixes, oldest first: concurrent pipelines (or a
+    /// pipeline's prompts of another layout) each find their own prompt again.
+    shelf: Vec<(Vec<u32>, KvCache)>,
     cache_limit_tokens: usize,
     prefix_reuse: bool,
     speculation: Option<Speculation>,
@@ -308,6 +313,7 @@ impl CandleLlm {
             tokenizer,
             token_bytes,
             cached: Vec::new(),
+            shelf: Vec::new(),
             cache_limit_tokens,
             prefix_reuse: options.prefix_reuse,
             kv_budget_bytes: options.kv_budget_bytes,
@@ -347,6 +353,7 @@ impl CandleLlm {
     pub fn clear_cache(&mut self) {
         self.model.truncate_kv(0);
         self.cached.clear();
+        self.shelf.clear();
     }
 
     /// The bound on the KV memory of answers decoded together ([`LlmOptions::kv_budget_bytes`]).
@@ -604,7 +611,7 @@ impl CandleLlm {
     /// last token, whose logits are returned), with how many tokens were reused.
     fn compute_prompt(&mut self, ids: &[u32]) -> Result<(candle_core::Tensor, usize), LlmError> {
         let reuse = if self.prefix_reuse {
-            common_prefix(&self.cached, ids).min(ids.len() - 1)
+            self.take_best_prefix(ids)?.min(ids.len() - 1)
         } else {
             0
         };
@@ -615,9 +622,55 @@ impl CandleLlm {
         Ok((logits, reuse))
     }
 
+    /// Gives the model's own cache the earlier sequence that shares the longest prefix with
+    /// `ids`, and returns that length. The sequence it held goes on the shelf when the switch,
+    /// or cutting it back to the shared part, would lose most of it.
+    fn take_best_prefix(&mut self, ids: &[u32]) -> Result<usize, LlmError> {
+        let own = common_prefix(&self.cached, ids);
+        let shelved = (self.shelf.iter().enumerate())
+            .map(|(i, (tokens, _))| (common_prefix(tokens, ids), i))
+            .filter(|&(n, _)| n > own)
+            .max_by_key(|&(n, _)| n);
+        let mut kv = match shelved {
+            Some((n, i)) => {
+                let (tokens, mut kv) = self.shelf.remove(i);
+                self.model.swap_kv(&mut kv);
+                let old = std::mem::replace(&mut self.cached, tokens);
+                self.shelve(old, kv);
+                return Ok(n);
+            }
+            None if own < self.cached.len() / 2 => self.model.copy_kv_prefix(own)?,
+            None => return Ok(own),
+        };
+        self.model.swap_kv(&mut kv);
+        let old = std::mem::replace(&mut self.cached, ids[..own].to_vec());
+        self.shelve(old, kv);
+        Ok(own)
+    }
+
+    /// Keeps `tokens`, whose keys and values `kv` holds, for their prefixes (until
+    /// [`CandleLlm::keep_within_limit`] needs the room), unless the model's own sequence
+    /// shares most of it. A shelved sequence that shares most of its tokens with `tokens`
+    /// (the same prompt with another answer) gives way to it.
+    fn shelve(&mut self, tokens: Vec<u32>, mut kv: KvCache) {
+        let mostly = |a: &[u32], b: &[u32]| 2 * common_prefix(a, b) >= a.len();
+        if tokens.is_empty()
+            || !self.prefix_reuse
+            || kv.len() < tokens.len()
+            || mostly(&tokens, &self.cached)
+        {
+            return;
+        }
+        self.shelf.retain(|(t, _)| !mostly(t, &tokens));
+        // Only what it holds: an answer's cache was sized for its whole token budget.
+        if kv.shrink(tokens.len()).is_ok() {
+            self.shelf.push((tokens, kv));
+        }
+    }
+
     /// A cache of its own for the prompt `ids`: a copy of the longest prefix it shares with
-    /// the model's cache or with one of `others` (sequences in flight: samples of one prompt
-    /// compute it once), with that prefix's length.
+    /// the model's cache, a shelved sequence, or one of `others` (sequences in flight: samples
+    /// of one prompt compute it once), with that prefix's length.
     fn prefix_apart<T>(
         &self,
         ids: &[u32],
@@ -625,9 +678,12 @@ impl CandleLlm {
     ) -> Result<(KvCache, usize), LlmError> {
         let (reuse, donor) = if self.prefix_reuse {
             let own = common_prefix(&self.cached, ids);
-            let donor = others
+            let in_flight = others
                 .iter()
-                .map(|l| (common_prefix(&l.tokens, ids), l))
+                .map(|l| (common_prefix(&l.tokens, ids), &l.kv));
+            let shelved = (self.shelf.iter()).map(|(t, kv)| (common_prefix(t, ids), kv));
+            let donor = in_flight
+                .chain(shelved)
                 .filter(|&(n, _)| n > own)
                 .max_by_key(|&(n, _)| n);
             (donor.map_or(own, |(n, _)| n).min(ids.len() - 1), donor)
@@ -635,7 +691,7 @@ impl CandleLlm {
             (0, None)
         };
         let kv = match donor {
-            Some((_, l)) => l.kv.copy_prefix(reuse)?,
+            Some((_, kv)) => kv.copy_prefix(reuse)?,
             None => self.model.copy_kv_prefix(reuse)?,
         };
         Ok((kv, reuse))
@@ -703,12 +759,18 @@ impl CandleLlm {
         Ok(resp)
     }
 
-    /// Cuts the prefix cache to what it may keep between calls.
+    /// Cuts the prefix cache to what it may keep between calls: the model's own sequence
+    /// first, then the shelved ones, newest first, in the room left.
     fn keep_within_limit(&mut self) -> Result<(), LlmError> {
-        if self.cached.len() > self.cache_limit_tokens {
-            self.cached.truncate(self.cache_limit_tokens);
+        let limit = self.cache_limit_tokens;
+        if self.cached.len() > limit {
+            self.cached.truncate(limit);
         }
-        self.model.shrink_kv(self.cache_limit_tokens)?;
+        self.model.shrink_kv(limit)?;
+        let mut held = self.cached.len() + self.shelf.iter().map(|(t, _)| t.len()).sum::<usize>();
+        while held > limit && !self.shelf.is_empty() {
+            held -= self.shelf.remove(0).0.len();
+        }
         Ok(())
     }
 
@@ -877,7 +939,8 @@ impl CandleLlm {
                     let mut l = live.remove(j);
                     done.push((l.tag, Ok(l.answer.finish(end))));
                     self.model.swap_kv(&mut l.kv);
-                    self.cached = l.tokens;
+                    let earlier = std::mem::replace(&mut self.cached, l.tokens);
+                    self.shelve(earlier, l.kv);
                     if let Err(e) = self.keep_within_limit() {
                         eprintln!("warning: the prefix cache could not be shrunk ({e}); cleared");
                         self.clear_cache();
