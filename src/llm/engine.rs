@@ -146,6 +146,11 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
+/// Whether `b` starts with at least half of `a`.
+fn shares_most(a: &[u32], b: &[u32]) -> bool {
+    2 * common_prefix(a, b) >= a.len()
+}
+
 /// Byte offset of the earliest caller stop string in `text`.
 pub(super) fn find_stop(text: &[u8], stops: &[String]) -> Option<usize> {
     stops
@@ -639,7 +644,7 @@ impl CandleLlm {
                 self.shelve(old, kv);
                 return Ok(n);
             }
-            None if own < self.cached.len() / 2 => self.model.copy_kv_prefix(own)?,
+            None if !shares_most(&self.cached, ids) => self.model.copy_kv_prefix(own)?,
             None => return Ok(own),
         };
         self.model.swap_kv(&mut kv);
@@ -653,15 +658,14 @@ impl CandleLlm {
     /// shares most of it. A shelved sequence that shares most of its tokens with `tokens`
     /// (the same prompt with another answer) gives way to it.
     fn shelve(&mut self, tokens: Vec<u32>, mut kv: KvCache) {
-        let mostly = |a: &[u32], b: &[u32]| 2 * common_prefix(a, b) >= a.len();
         if tokens.is_empty()
             || !self.prefix_reuse
             || kv.len() < tokens.len()
-            || mostly(&tokens, &self.cached)
+            || shares_most(&tokens, &self.cached)
         {
             return;
         }
-        self.shelf.retain(|(t, _)| !mostly(t, &tokens));
+        self.shelf.retain(|(t, _)| !shares_most(t, &tokens));
         // Only what it holds: an answer's cache was sized for its whole token budget.
         if kv.shrink(tokens.len()).is_ok() {
             self.shelf.push((tokens, kv));
