@@ -636,21 +636,20 @@ impl CandleLlm {
             .map(|(i, (tokens, _))| (common_prefix(tokens, ids), i))
             .filter(|&(n, _)| n > own)
             .max_by_key(|&(n, _)| n);
-        let mut kv = match shelved {
+        let (tokens, mut kv, reuse) = match shelved {
             Some((n, i)) => {
-                let (tokens, mut kv) = self.shelf.remove(i);
-                self.model.swap_kv(&mut kv);
-                let old = std::mem::replace(&mut self.cached, tokens);
-                self.shelve(old, kv);
-                return Ok(n);
+                let (tokens, kv) = self.shelf.remove(i);
+                (tokens, kv, n)
             }
-            None if !shares_most(&self.cached, ids) => self.model.copy_kv_prefix(own)?,
+            None if !shares_most(&self.cached, ids) => {
+                (ids[..own].to_vec(), self.model.copy_kv_prefix(own)?, own)
+            }
             None => return Ok(own),
         };
         self.model.swap_kv(&mut kv);
-        let old = std::mem::replace(&mut self.cached, ids[..own].to_vec());
+        let old = std::mem::replace(&mut self.cached, tokens);
         self.shelve(old, kv);
-        Ok(own)
+        Ok(reuse)
     }
 
     /// Keeps `tokens`, whose keys and values `kv` holds, for their prefixes (until
