@@ -107,11 +107,11 @@ fn merge_reports_shards_as_one_run_and_refuses_what_does_not_fit() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = |name: &str| tmp.path().join(name);
     let whole = summary(&eval(&dir("whole"), &["--method", "reference"]));
-    summary(&eval(
+    let s1 = summary(&eval(
         &dir("s1"),
         &["--method", "reference", "--shard", "1/2"],
     ));
-    summary(&eval(
+    let s2 = summary(&eval(
         &dir("s2"),
         &["--method", "reference", "--shard", "2/2"],
     ));
@@ -128,6 +128,12 @@ fn merge_reports_shards_as_one_run_and_refuses_what_does_not_fit() {
     assert_eq!(merged["shards"].as_array().unwrap().len(), 2);
     assert_eq!(merged["missing"], serde_json::json!([]));
     assert_eq!(merged["ran"], whole["total"]);
+    // The halves ran one after the other: their wall times add up.
+    let wall = |v: &serde_json::Value| v["wall_seconds"].as_f64().unwrap();
+    assert!(
+        (wall(merged) - (wall(&s1) + wall(&s2))).abs() < 1e-3,
+        "{merged} {s1} {s2}"
+    );
 
     // One half alone: the other half's tasks are named as missing.
     let (ok, out, err) = report(&[&dir("s1")], &["--merge", "--json"]);

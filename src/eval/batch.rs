@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +119,10 @@ pub struct Summary {
     /// Wall time of this invocation and its throughput in scored tasks per minute.
     pub wall_seconds: f64,
     pub tasks_per_minute: f64,
+    /// When this invocation started, in seconds since the Unix epoch: merged shards that ran
+    /// one after another add up their wall times, shards that ran side by side do not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
 }
 
 /// Summarises records (of one method).
@@ -293,6 +297,10 @@ where
 /// resumable) or when the inputs are unusable.
 pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError> {
     let started = Instant::now();
+    let started_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs_f64());
     check_config(cfg)?;
     let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
     let Opened {
@@ -339,6 +347,7 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     summary.resumed = resumed;
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
+    summary.started_at = started_at;
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
 }

@@ -47,6 +47,7 @@ pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
         summary.resumed = last.resumed;
         summary.wall_seconds = last.wall_seconds;
         summary.tasks_per_minute = last.tasks_per_minute;
+        summary.started_at = last.started_at;
     }
     Ok(RunReport::new(dir, summary))
 }
@@ -59,13 +60,15 @@ fn last_summary(dir: &Path) -> Option<Summary> {
 
 /// Combines the run directories of one run split with `eval --shard` (possibly made on other
 /// machines) into one report. Refuses runs of different methods, task files (by content) or
-/// test timeouts, and a task finished in two of them. Throughput adds up over the shards (they
-/// ran side by side); the wall time is the longest shard's.
+/// test timeouts, and a task finished in two of them. The wall time is the time any shard was
+/// running (shards run one after another add up, side by side they overlap), or the longest
+/// shard's when a shard's start was not recorded.
 pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
     let mut first: Option<(PathBuf, RunInfo, String)> = None;
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut records: Vec<TaskRecord> = Vec::new();
-    let (mut ran, mut resumed, mut wall, mut rate) = (0, 0, 0.0f64, 0.0);
+    let (mut ran, mut resumed) = (0, 0);
+    let mut spans: Vec<(Option<f64>, f64)> = Vec::new();
     for dir in dirs {
         let (info, shard) = load_records(dir)?;
         let hash = match &info.tasks_sha256 {
@@ -115,8 +118,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
         if let Some(last) = last_summary(dir) {
             ran += last.ran;
             resumed += last.resumed;
-            wall = wall.max(last.wall_seconds);
-            rate += last.tasks_per_minute;
+            spans.push((last.started_at, last.wall_seconds));
         }
     }
     let Some((dir, info, hash)) = first else {
@@ -134,11 +136,13 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
                 .filter(|n| !owner.contains_key(n))
                 .collect()
         });
+    let wall = busy_seconds(&spans);
     let summary = Summary {
         ran,
         resumed,
         wall_seconds: wall,
-        tasks_per_minute: rate,
+        tasks_per_minute: ran as f64 / (wall / 60.0).max(1e-9),
+        started_at: spans.iter().filter_map(|s| s.0).reduce(f64::min),
         ..summarize(&info.method, &records)
     };
     Ok(RunReport {
@@ -147,6 +151,26 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
         shards: dirs.to_vec(),
         missing,
     })
+}
+
+/// Seconds during which at least one of the (start, wall seconds) spans ran; the longest span
+/// when some start is unknown.
+fn busy_seconds(spans: &[(Option<f64>, f64)]) -> f64 {
+    let longest = spans.iter().map(|s| s.1).fold(0.0, f64::max);
+    let Some(mut known) = spans
+        .iter()
+        .map(|&(start, wall)| start.map(|s| (s, s + wall)))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return longest;
+    };
+    known.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (mut busy, mut reach) = (0.0, f64::NEG_INFINITY);
+    for (start, end) in known {
+        busy += (end - start.max(reach)).max(0.0);
+        reach = reach.max(end);
+    }
+    busy
 }
 
 /// One task that did not pass, for `report --failures`.
@@ -219,7 +243,9 @@ fn phase_names(runs: &[RunReport]) -> Vec<String> {
 }
 
 /// Two markdown tables: Pass@1 (overall, by dependency kind, recall) and cost per phase
-/// (mean seconds per task; tokens per task in/out where a method counted any).
+/// (mean seconds per task; tokens per task in/out where a method counted any), with the wall
+/// time per task run: with `--concurrency` the phases of several tasks overlap, so their sum
+/// overstates what a task costs.
 pub fn markdown(runs: &[RunReport]) -> String {
     let mut s = String::new();
     let kinds: Vec<&str> = DepKind::ALL.iter().map(|k| k.as_str()).collect();
@@ -263,10 +289,10 @@ pub fn markdown(runs: &[RunReport]) -> String {
     for n in generation {
         let _ = write!(header, " {n} s/task | {n} tokens in/out |");
     }
-    let _ = writeln!(s, "{header} test s/task | total s/task |");
+    let _ = writeln!(s, "{header} test s/task | total s/task | wall s/task |");
     let _ = writeln!(
         s,
-        "|---|{}---:|---:|",
+        "|---|{}---:|---:|---:|",
         "---:|---:|".repeat(generation.len())
     );
     for r in runs {
@@ -296,9 +322,14 @@ pub fn markdown(runs: &[RunReport]) -> String {
             .find(|p| p.name == "test")
             .map_or(0.0, |p| p.seconds_mean);
         let total: f64 = m.phases.iter().map(|p| p.seconds_mean).sum();
+        let wall = if m.ran > 0 {
+            format!("{:.3}", m.wall_seconds / m.ran as f64)
+        } else {
+            "–".into()
+        };
         let _ = writeln!(
             s,
-            "| {} | {}{:.3} | {:.3} |",
+            "| {} | {}{:.3} | {:.3} | {wall} |",
             m.method,
             cells.iter().map(|c| format!("{c} | ")).collect::<String>(),
             test,
@@ -434,4 +465,24 @@ pub fn svg_chart(runs: &[RunReport]) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::busy_seconds;
+
+    #[test]
+    fn shards_one_after_another_add_up_and_side_by_side_overlap() {
+        let after = [(Some(100.0), 50.0), (Some(160.0), 40.0)];
+        assert_eq!(busy_seconds(&after), 90.0);
+        let beside = [
+            (Some(100.0), 50.0),
+            (Some(120.0), 60.0),
+            (Some(110.0), 10.0),
+        ];
+        assert_eq!(busy_seconds(&beside), 80.0);
+        // A shard from before starts were recorded: the longest shard, as before.
+        assert_eq!(busy_seconds(&[(None, 50.0), (Some(0.0), 70.0)]), 70.0);
+        assert_eq!(busy_seconds(&[]), 0.0);
+    }
 }
