@@ -257,6 +257,16 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
     assert_eq!(m[0]["method"], "none");
     assert_eq!(m[0]["total"], 2);
     assert_eq!(m[0]["missing"].as_array().map(Vec::len), Some(0));
+    // The halves ran one after the other: their wall times add up.
+    let wall = |v: &serde_json::Value| v["wall_seconds"].as_f64().unwrap();
+    let halves_wall: f64 = halves
+        .iter()
+        .map(|d| {
+            let text = std::fs::read_to_string(d.join("summary.json")).unwrap();
+            wall(&serde_json::from_str(&text).unwrap())
+        })
+        .sum();
+    assert!((wall(&m[0]) - halves_wall).abs() < 1e-3, "{m}");
     let side = report(&[], &[&out, &halves[0]]);
     let table = String::from_utf8_lossy(&side.stdout);
     assert!(

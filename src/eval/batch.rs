@@ -297,10 +297,7 @@ where
 /// resumable) or when the inputs are unusable.
 pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError> {
     let started = Instant::now();
-    let started_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_secs_f64());
+    let started_at = unix_now();
     check_config(cfg)?;
     let tasks = select(load_function_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
     let Opened {
@@ -350,6 +347,15 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     summary.started_at = started_at;
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
+}
+
+/// Seconds since the Unix epoch: when a run started, to tell shards run one after another
+/// from shards run side by side.
+pub(super) fn unix_now() -> Option<f64> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs_f64())
 }
 
 fn check_config(cfg: &BatchConfig) -> Result<(), EvalError> {

@@ -13,6 +13,7 @@ use super::line_metrics::RecallShares;
 use super::lines::{
     summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary, PromptRunSummary,
 };
+use super::report::busy_seconds;
 use super::tasks::load_line_tasks;
 use super::EvalError;
 
@@ -42,9 +43,10 @@ pub fn load_line_records(dir: &Path) -> Result<(LineRunInfo, Vec<LineRecord>), E
     load_run_dir(dir, "of `repohop eval` on line tasks")
 }
 
-/// The wall time of the directory's last finished invocation.
-fn last_wall(dir: &Path) -> f64 {
-    read_json::<LineRunSummary>(&dir.join("summary.json")).map_or(0.0, |s| s.wall_seconds)
+/// When the directory's last finished invocation started (if recorded) and its wall time.
+fn last_span(dir: &Path) -> (Option<f64>, f64) {
+    read_json::<LineRunSummary>(&dir.join("summary.json"))
+        .map_or((None, 0.0), |s| (s.started_at, s.wall_seconds))
 }
 
 /// The report of one line run directory.
@@ -52,7 +54,7 @@ pub fn load_line_run(dir: &Path) -> Result<LineRunReport, EvalError> {
     let (info, records) = load_line_records(dir)?;
     Ok(LineRunReport {
         dir: dir.to_path_buf(),
-        summary: summarize_lines(&info.method, &records, 0, last_wall(dir)),
+        summary: summarize_lines(&info.method, &records, 0, last_span(dir).1),
         shards: Vec::new(),
         missing: None,
         records,
@@ -61,12 +63,12 @@ pub fn load_line_run(dir: &Path) -> Result<LineRunReport, EvalError> {
 
 /// Combines the shards of one line run into one report. Refuses shards of other settings
 /// (method, model, task file contents, budget) and a cursor finished in two of them. The wall
-/// time is the longest shard's (they may run side by side).
+/// time is the time some shard was running, as for function runs.
 pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
     let mut first: Option<(PathBuf, LineRunInfo)> = None;
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut records = Vec::new();
-    let mut wall = 0.0f64;
+    let mut spans = Vec::new();
     for dir in dirs {
         let (info, shard) = load_line_records(dir)?;
         match &first {
@@ -107,7 +109,7 @@ pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
             }
             records.push(r);
         }
-        wall = wall.max(last_wall(dir));
+        spans.push(last_span(dir));
     }
     let Some((dir, info)) = first else {
         return Err(EvalError::Invalid(
@@ -126,7 +128,7 @@ pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
         });
     Ok(LineRunReport {
         dir,
-        summary: summarize_lines(&info.method, &records, 0, wall),
+        summary: summarize_lines(&info.method, &records, 0, busy_seconds(&spans)),
         shards: dirs.to_vec(),
         missing,
         records,

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::{read_json, select, task_dir, tasks_sha256, write_json};
+use super::batch::{read_json, select, task_dir, tasks_sha256, unix_now, write_json};
 use super::line_metrics::{cceval, graphcoder, lang_of, LineScores, PromptRecall, RecallShares};
 use super::locate::open;
 use super::tasks::{load_line_tasks, LineTask};
@@ -110,6 +110,9 @@ pub struct LineRunSummary {
     pub generate_ms_median: f64,
     pub prompt_tokens_mean: f64,
     pub wall_seconds: f64,
+    /// When this invocation started (seconds since the Unix epoch), for merging shards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -159,6 +162,7 @@ pub fn summarize_lines(
         generate_ms_median: median(records.iter().map(|r| r.generate_ms).collect()),
         prompt_tokens_mean: prompt.iter().sum::<f64>() / prompt.len().max(1) as f64,
         wall_seconds,
+        started_at: None,
     }
 }
 
@@ -170,6 +174,7 @@ pub fn run_lines(
     embedder: Option<&dyn Embedder>,
 ) -> Result<LineRunSummary, EvalError> {
     let started = Instant::now();
+    let started_at = unix_now();
     let tasks = select(load_line_tasks(&cfg.tasks_file)?, cfg.shard, cfg.limit);
     let method = cfg.options.variant_name();
     let info = LineRunInfo {
@@ -247,7 +252,10 @@ pub fn run_lines(
         }
         records.push(record);
     }
-    let summary = summarize_lines(&method, &records, ran, started.elapsed().as_secs_f64());
+    let summary = LineRunSummary {
+        started_at,
+        ..summarize_lines(&method, &records, ran, started.elapsed().as_secs_f64())
+    };
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
 }

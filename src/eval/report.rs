@@ -155,7 +155,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
 
 /// Seconds during which at least one of the (start, wall seconds) spans ran; the longest span
 /// when some start is unknown.
-fn busy_seconds(spans: &[(Option<f64>, f64)]) -> f64 {
+pub(super) fn busy_seconds(spans: &[(Option<f64>, f64)]) -> f64 {
     let longest = spans.iter().map(|s| s.1).fold(0.0, f64::max);
     let Some(mut known) = spans
         .iter()
