@@ -30,6 +30,48 @@ fn interrupted_run_resumes_without_rerunning_finished_tasks() {
     let lines = std::fs::read_to_string(run.join("completions.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 4);
 
+    // A third sitting with nothing left to run keeps the first two's wall time: `report`
+    // counts both sittings, not the last invocation alone.
+    let s = summary(&eval(&run, &["--method", "reference"]));
+    assert_eq!(
+        (s["ran"].as_u64(), s["resumed"].as_u64()),
+        (Some(0), Some(4))
+    );
+    let sittings = s["sittings"].as_array().unwrap();
+    assert_eq!(sittings.len(), 2);
+    let walls: Vec<f64> = sittings
+        .iter()
+        .map(|x| x["wall_seconds"].as_f64().unwrap())
+        .collect();
+    assert!(walls.iter().all(|w| *w > 0.0));
+    assert_eq!(
+        sittings
+            .iter()
+            .map(|x| x["ran"].as_u64().unwrap())
+            .sum::<u64>(),
+        4
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["report", "--json"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (report[0]["ran"].as_u64(), report[0]["resumed"].as_u64()),
+        (Some(4), Some(0))
+    );
+    let wall = report[0]["wall_seconds"].as_f64().unwrap();
+    assert!(
+        (wall - walls.iter().sum::<f64>()).abs() < 1e-6,
+        "{wall} vs {walls:?}"
+    );
+
     // A different method cannot reuse the directory.
     let out = eval(&run, &["--method", "not-implemented"]);
     assert!(!out.status.success());

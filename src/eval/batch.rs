@@ -123,6 +123,39 @@ pub struct Summary {
     /// one after another add up their wall times, shards that ran side by side do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<f64>,
+    /// Every invocation that scored tasks in this run directory, oldest first: a run resumed
+    /// after an interruption keeps the wall time of its earlier sittings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sittings: Vec<Sitting>,
+}
+
+/// One invocation of `eval` on a run directory: when it started, how long it ran, how many
+/// tasks it scored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sitting {
+    pub started_at: Option<f64>,
+    pub wall_seconds: f64,
+    pub ran: usize,
+}
+
+impl Summary {
+    /// The invocations that scored tasks, oldest first; a summary written before sittings were
+    /// recorded counts as the one it describes.
+    pub fn all_sittings(&self) -> Vec<Sitting> {
+        if !self.sittings.is_empty() {
+            return self.sittings.clone();
+        }
+        let last = Sitting {
+            started_at: self.started_at,
+            wall_seconds: self.wall_seconds,
+            ran: self.ran,
+        };
+        if last.ran > 0 {
+            vec![last]
+        } else {
+            Vec::new()
+        }
+    }
 }
 
 /// Summarises records (of one method).
@@ -345,6 +378,17 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
     summary.started_at = started_at;
+    let mut sittings = read_json::<Summary>(&cfg.out.join("summary.json"))
+        .map(|earlier| earlier.all_sittings())
+        .unwrap_or_default();
+    if todo > 0 {
+        sittings.push(Sitting {
+            started_at,
+            wall_seconds: summary.wall_seconds,
+            ran: todo,
+        });
+    }
+    summary.sittings = sittings;
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batch::{load_records, summarize, tasks_sha256, RunInfo, Summary, TaskRecord};
+use super::batch::{load_records, summarize, tasks_sha256, RunInfo, Sitting, Summary, TaskRecord};
 use super::metrics::failure;
 use super::tasks::{load_function_tasks, DepKind};
 use super::EvalError;
@@ -38,18 +38,32 @@ impl RunReport {
 }
 
 /// Summarises every finished task of a run directory (also of an interrupted run); the wall
-/// time and throughput of the last finished invocation come from its `summary.json`.
+/// time and throughput are those of its finished invocations together (`summary.json`), so a
+/// resumed run counts every sitting.
 pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
     let (info, records) = load_records(dir)?;
     let mut summary = summarize(&info.method, &records);
     if let Some(last) = last_summary(dir) {
-        summary.ran = last.ran;
-        summary.resumed = last.resumed;
-        summary.wall_seconds = last.wall_seconds;
-        summary.tasks_per_minute = last.tasks_per_minute;
+        summary.sittings = last.all_sittings();
+        summary.ran = summary.sittings.iter().map(|s| s.ran).sum();
+        summary.resumed = records.len().saturating_sub(summary.ran);
+        summary.wall_seconds = busy_seconds(&spans(&summary.sittings));
+        summary.tasks_per_minute = per_minute(summary.ran, summary.wall_seconds);
         summary.started_at = last.started_at;
     }
     Ok(RunReport::new(dir, summary))
+}
+
+/// The (start, wall seconds) spans of sittings, for [`busy_seconds`].
+fn spans(sittings: &[Sitting]) -> Vec<(Option<f64>, f64)> {
+    sittings
+        .iter()
+        .map(|s| (s.started_at, s.wall_seconds))
+        .collect()
+}
+
+fn per_minute(tasks: usize, seconds: f64) -> f64 {
+    tasks as f64 / (seconds / 60.0).max(1e-9)
 }
 
 /// The `summary.json` of a run directory's last finished invocation.
@@ -67,8 +81,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
     let mut first: Option<(PathBuf, RunInfo, String)> = None;
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut records: Vec<TaskRecord> = Vec::new();
-    let (mut ran, mut resumed) = (0, 0);
-    let mut spans: Vec<(Option<f64>, f64)> = Vec::new();
+    let mut sittings: Vec<Sitting> = Vec::new();
     for dir in dirs {
         let (info, shard) = load_records(dir)?;
         let hash = match &info.tasks_sha256 {
@@ -116,9 +129,7 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
             records.push(r);
         }
         if let Some(last) = last_summary(dir) {
-            ran += last.ran;
-            resumed += last.resumed;
-            spans.push((last.started_at, last.wall_seconds));
+            sittings.extend(last.all_sittings());
         }
     }
     let Some((dir, info, hash)) = first else {
@@ -136,13 +147,18 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
                 .filter(|n| !owner.contains_key(n))
                 .collect()
         });
-    let wall = busy_seconds(&spans);
+    let wall = busy_seconds(&spans(&sittings));
+    let ran = sittings.iter().map(|s| s.ran).sum();
     let summary = Summary {
         ran,
-        resumed,
+        resumed: records.len().saturating_sub(ran),
         wall_seconds: wall,
-        tasks_per_minute: ran as f64 / (wall / 60.0).max(1e-9),
-        started_at: spans.iter().filter_map(|s| s.0).reduce(f64::min),
+        tasks_per_minute: per_minute(ran, wall),
+        started_at: sittings
+            .iter()
+            .filter_map(|s| s.started_at)
+            .reduce(f64::min),
+        sittings,
         ..summarize(&info.method, &records)
     };
     Ok(RunReport {
