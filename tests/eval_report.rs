@@ -87,21 +87,6 @@ fn report_compares_runs() {
     );
 }
 
-/// `repohop report` with extra arguments: (success, stdout, stderr).
-fn report(args: &[&std::path::Path], extra: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
-        .arg("report")
-        .args(args)
-        .args(extra)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn merge_reports_shards_as_one_run_and_refuses_what_does_not_fit() {
     let tmp = tempfile::tempdir().unwrap();

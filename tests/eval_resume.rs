@@ -51,17 +51,9 @@ fn interrupted_run_resumes_without_rerunning_finished_tasks() {
             .sum::<u64>(),
         4
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
-        .args(["report", "--json"])
-        .arg(&run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (ok, out, err) = report(&[&run], &["--json"]);
+    assert!(ok, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         (report[0]["ran"].as_u64(), report[0]["resumed"].as_u64()),
         (Some(4), Some(0))

@@ -101,3 +101,18 @@ pub fn result(run: &Path, namespace: &str) -> serde_json::Value {
     let p = run.join("tasks").join(namespace).join("result.json");
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
 }
+
+/// `repohop report` with extra arguments: (success, stdout, stderr).
+pub fn report(args: &[&Path], extra: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .arg("report")
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
