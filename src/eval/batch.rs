@@ -158,6 +158,11 @@ impl Summary {
     }
 }
 
+/// Tasks per minute of wall time.
+pub(crate) fn per_minute(tasks: usize, seconds: f64) -> f64 {
+    tasks as f64 / (seconds / 60.0).max(1e-9)
+}
+
 /// Summarises records (of one method).
 pub fn summarize(method: &str, records: &[TaskRecord]) -> Summary {
     let pass = pass_summary(records.iter().map(|r| &r.result));
@@ -376,7 +381,7 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     summary.ran = todo;
     summary.resumed = resumed;
     summary.wall_seconds = started.elapsed().as_secs_f64();
-    summary.tasks_per_minute = todo as f64 / (summary.wall_seconds / 60.0).max(1e-9);
+    summary.tasks_per_minute = per_minute(todo, summary.wall_seconds);
     summary.started_at = started_at;
     let mut sittings = read_json::<Summary>(&cfg.out.join("summary.json"))
         .map(|earlier| earlier.all_sittings())

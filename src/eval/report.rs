@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batch::{load_records, summarize, tasks_sha256, RunInfo, Sitting, Summary, TaskRecord};
+use super::batch::{
+    load_records, per_minute, summarize, tasks_sha256, RunInfo, Sitting, Summary, TaskRecord,
+};
 use super::metrics::failure;
 use super::tasks::{load_function_tasks, DepKind};
 use super::EvalError;
@@ -60,10 +62,6 @@ fn spans(sittings: &[Sitting]) -> Vec<(Option<f64>, f64)> {
         .iter()
         .map(|s| (s.started_at, s.wall_seconds))
         .collect()
-}
-
-fn per_minute(tasks: usize, seconds: f64) -> f64 {
-    tasks as f64 / (seconds / 60.0).max(1e-9)
 }
 
 /// The `summary.json` of a run directory's last finished invocation.
