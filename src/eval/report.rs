@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::batch::{
-    load_records, per_minute, summarize, tasks_sha256, RunInfo, Sitting, Summary, TaskRecord,
+    load_records, per_minute, read_json, summarize, tasks_sha256, RunInfo, Sitting, Summary,
+    TaskRecord,
 };
 use super::metrics::failure;
 use super::tasks::{load_function_tasks, DepKind};
@@ -46,28 +47,34 @@ pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
     let (info, records) = load_records(dir)?;
     let mut summary = summarize(&info.method, &records);
     if let Some(last) = last_summary(dir) {
-        summary.sittings = last.all_sittings();
-        summary.ran = summary.sittings.iter().map(|s| s.ran).sum();
-        summary.resumed = records.len().saturating_sub(summary.ran);
-        summary.wall_seconds = busy_seconds(&spans(&summary.sittings));
-        summary.tasks_per_minute = per_minute(summary.ran, summary.wall_seconds);
+        summary = over_sittings(summary, last.all_sittings(), records.len());
         summary.started_at = last.started_at;
     }
     Ok(RunReport::new(dir, summary))
 }
 
-/// The (start, wall seconds) spans of sittings, for [`busy_seconds`].
-fn spans(sittings: &[Sitting]) -> Vec<(Option<f64>, f64)> {
-    sittings
+/// `summary` with the throughput of `sittings`: the tasks they ran (the rest of `finished`
+/// resumed) over the seconds some of them was running.
+fn over_sittings(summary: Summary, sittings: Vec<Sitting>, finished: usize) -> Summary {
+    let spans: Vec<_> = sittings
         .iter()
         .map(|s| (s.started_at, s.wall_seconds))
-        .collect()
+        .collect();
+    let wall = busy_seconds(&spans);
+    let ran = sittings.iter().map(|s| s.ran).sum();
+    Summary {
+        ran,
+        resumed: finished.saturating_sub(ran),
+        wall_seconds: wall,
+        tasks_per_minute: per_minute(ran, wall),
+        sittings,
+        ..summary
+    }
 }
 
 /// The `summary.json` of a run directory's last finished invocation.
 fn last_summary(dir: &Path) -> Option<Summary> {
-    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
-    serde_json::from_str(&text).ok()
+    read_json(&dir.join("summary.json"))
 }
 
 /// Combines the run directories of one run split with `eval --shard` (possibly made on other
@@ -145,19 +152,13 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
                 .filter(|n| !owner.contains_key(n))
                 .collect()
         });
-    let wall = busy_seconds(&spans(&sittings));
-    let ran = sittings.iter().map(|s| s.ran).sum();
+    let started_at = sittings
+        .iter()
+        .filter_map(|s| s.started_at)
+        .reduce(f64::min);
     let summary = Summary {
-        ran,
-        resumed: records.len().saturating_sub(ran),
-        wall_seconds: wall,
-        tasks_per_minute: per_minute(ran, wall),
-        started_at: sittings
-            .iter()
-            .filter_map(|s| s.started_at)
-            .reduce(f64::min),
-        sittings,
-        ..summarize(&info.method, &records)
+        started_at,
+        ..over_sittings(summarize(&info.method, &records), sittings, records.len())
     };
     Ok(RunReport {
         dir,
