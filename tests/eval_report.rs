@@ -2,6 +2,7 @@
 
 mod eval_common;
 use eval_common::*;
+use std::path::Path;
 
 #[test]
 fn report_compares_runs() {
@@ -174,4 +175,89 @@ fn merge_reports_shards_as_one_run_and_refuses_what_does_not_fit() {
     let resumed = eval_other();
     assert!(!resumed.status.success());
     assert!(String::from_utf8_lossy(&resumed.stderr).contains("another version of the task file"));
+}
+
+#[test]
+fn by_task_compares_runs_and_shards_on_the_tasks_all_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str| tmp.path().join(name);
+    for half in ["1/2", "2/2"] {
+        let out = dir(&format!("ref{}", &half[..1]));
+        summary(&eval(&out, &["--method", "reference", "--shard", half]));
+    }
+    // Two tasks: `add` right, `scale` wrong.
+    let file = completions(
+        tmp.path(),
+        &[
+            ("calc.ops.add", "return a + b\n"),
+            ("calc.ops.scale", "return values\n"),
+        ],
+    );
+    let file = file.to_str().unwrap();
+    summary(&eval(
+        &dir("mixed"),
+        &["--completions", file, "--limit", "2"],
+    ));
+    summary(&eval(
+        &dir("ni"),
+        &["--method", "not-implemented", "--limit", "2"],
+    ));
+    let shards = format!("{},{}", dir("ref1").display(), dir("ref2").display());
+    let runs = [Path::new(&shards), &dir("mixed"), &dir("ni")];
+
+    let (ok, out, err) = report(&runs, &["--by-task", "--json"]);
+    assert!(ok, "{err}");
+    let c: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The reference's other two tasks are in no other run.
+    assert_eq!(
+        (c["compared"].as_u64(), c["left_out"].as_u64()),
+        (Some(2), Some(2))
+    );
+    let figures = |i: usize| {
+        (
+            c["runs"][i]["passed"].as_u64(),
+            c["runs"][i]["only_here"].as_u64(),
+        )
+    };
+    assert_eq!(figures(0), (Some(2), Some(1)), "{c}");
+    assert_eq!(figures(1), (Some(1), Some(0)), "{c}");
+    assert_eq!(figures(2), (Some(0), Some(0)), "{c}");
+    assert_eq!(c["runs"][0]["dirs"].as_array().unwrap().len(), 2);
+    assert_eq!(c["runs"][2]["method"], "not-implemented");
+    assert_eq!(
+        (
+            c["pass_in_every_run"].as_u64(),
+            c["pass_in_some_run"].as_u64()
+        ),
+        (Some(0), Some(2))
+    );
+    let rows = c["differing"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{c}");
+    assert_eq!(rows[1]["namespace"], "calc.ops.scale");
+    assert_eq!(
+        rows[1]["outcomes"],
+        serde_json::json!(["pass", "AssertionError", "NotImplementedError"])
+    );
+
+    let (ok, md, err) = report(&runs, &["--by-task"]);
+    assert!(ok, "{err}");
+    assert!(
+        md.contains("on the 2 tasks every run finished (2 finished by only some are left out)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("pass in every run: 0 · in some run: 2 · in none: 0"),
+        "{md}"
+    );
+    assert!(
+        md.contains(" | pass | AssertionError | NotImplementedError |"),
+        "{md}"
+    );
+
+    // One run is nothing to compare; shards that are not one run's are refused as by --merge.
+    let (ok, _, err) = report(&[&dir("ni")], &["--by-task"]);
+    assert!(!ok && err.contains("two runs or more"), "{err}");
+    let wrong = format!("{},{}", dir("ref1").display(), dir("ni").display());
+    let (ok, _, err) = report(&[Path::new(&wrong), &dir("mixed")], &["--by-task"]);
+    assert!(!ok && err.contains("cannot merge"), "{err}");
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
+use repohop::eval::by_task::{by_task_markdown, compare_by_task};
 use repohop::eval::line_metrics::score_lines;
 use repohop::eval::line_report::{
     compare_table, group_table, is_line_run, load_line_run, merge_line_runs, on_common_cursors,
@@ -162,6 +163,12 @@ pub struct ReportArgs {
     /// output line it was read from.
     #[arg(long)]
     failures: bool,
+    /// Instead of the tables, compare the runs task by task (function runs): each run's
+    /// passes, those no other run has, how many pass in every run and in some run, and the
+    /// tasks they disagree on with each run's outcome. A run split into shards is given as
+    /// its directories joined by commas (`DIR1,DIR2`).
+    #[arg(long, conflicts_with_all = ["merge", "failures", "chart"])]
+    by_task: bool,
 }
 
 #[derive(Args)]
@@ -522,6 +529,9 @@ fn print_summary(s: &Summary, out: &std::path::Path) {
 }
 
 pub fn run_report(args: ReportArgs) -> Result<()> {
+    if args.by_task {
+        return report_by_task(&args);
+    }
     let lines = args.runs.iter().filter(|d| is_line_run(d)).count();
     if lines == args.runs.len() {
         return report_lines(&args);
@@ -555,6 +565,30 @@ pub fn run_report(args: ReportArgs) -> Result<()> {
         print!("{}", markdown(&runs));
     }
     Ok(())
+}
+
+/// `report --by-task`: function runs (a run's shards joined by commas) compared task by task.
+fn report_by_task(args: &ReportArgs) -> Result<()> {
+    let runs: Vec<Vec<PathBuf>> = args.runs.iter().map(|r| shard_dirs(r)).collect();
+    if runs.iter().flatten().any(|d| is_line_run(d)) {
+        bail!("--by-task compares function runs; line runs are compared by `report` itself");
+    }
+    let compared = compare_by_task(&runs)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&compared)?);
+    } else {
+        print!("{}", by_task_markdown(&compared));
+    }
+    Ok(())
+}
+
+/// The directories of one `--by-task` run: the argument itself when it names a directory,
+/// else its comma-separated parts (a run's shards).
+fn shard_dirs(run: &Path) -> Vec<PathBuf> {
+    match run.to_str() {
+        Some(s) if !run.is_dir() && s.contains(',') => s.split(',').map(PathBuf::from).collect(),
+        _ => vec![run.to_path_buf()],
+    }
 }
 
 /// The run directories' reports, or with `merge` the one report of them as shards (naming the
