@@ -202,11 +202,28 @@ fn a_line_run_scores_resumes_and_refuses_other_settings() {
     // Nothing is written into the project.
     assert!(!project.join(".repohop").exists());
 
+    let first_wall = s["wall_seconds"].as_f64().unwrap();
     let again = eval("graphcoder");
     let s: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(
         (s["ran"].as_u64(), s["resumed"].as_u64()),
         (Some(0), Some(2))
+    );
+    // The resumed run that had nothing left keeps the first sitting's figures for `report`.
+    assert_eq!(s["sittings"].as_array().map(Vec::len), Some(1), "{s}");
+    let reported = Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["report", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&reported.stdout).unwrap();
+    assert_eq!(
+        (r[0]["ran"].as_u64(), r[0]["resumed"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(
+        (r[0]["wall_seconds"].as_f64().unwrap() - first_wall).abs() < 1e-6,
+        "{r}"
     );
 
     let other = eval("vanilla");

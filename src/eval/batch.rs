@@ -138,23 +138,44 @@ pub struct Sitting {
     pub ran: usize,
 }
 
-impl Summary {
-    /// The invocations that scored tasks, oldest first; a summary written before sittings were
-    /// recorded counts as the one it describes.
-    pub fn all_sittings(&self) -> Vec<Sitting> {
-        if !self.sittings.is_empty() {
-            return self.sittings.clone();
-        }
-        let last = Sitting {
-            started_at: self.started_at,
-            wall_seconds: self.wall_seconds,
-            ran: self.ran,
-        };
-        if last.ran > 0 {
-            vec![last]
+impl Sitting {
+    /// The sittings a summary recorded; one written before sittings were recorded counts as
+    /// the invocation it describes (started then, ran that long, scored `ran`), when that
+    /// scored tasks.
+    pub(crate) fn recorded(
+        sittings: &[Sitting],
+        started_at: Option<f64>,
+        wall_seconds: f64,
+        ran: usize,
+    ) -> Vec<Sitting> {
+        if !sittings.is_empty() {
+            sittings.to_vec()
+        } else if ran > 0 {
+            vec![Sitting {
+                started_at,
+                wall_seconds,
+                ran,
+            }]
         } else {
             Vec::new()
         }
+    }
+
+    /// The earlier summary's sittings (as [`Sitting::recorded`]) followed by this one, when it
+    /// scored tasks: what a run directory's new `summary.json` records.
+    pub(crate) fn after(earlier: Vec<Sitting>, this: Sitting) -> Vec<Sitting> {
+        let mut all = earlier;
+        if this.ran > 0 {
+            all.push(this);
+        }
+        all
+    }
+}
+
+impl Summary {
+    /// The invocations that scored tasks, oldest first.
+    pub fn all_sittings(&self) -> Vec<Sitting> {
+        Sitting::recorded(&self.sittings, self.started_at, self.wall_seconds, self.ran)
     }
 }
 
@@ -383,17 +404,17 @@ pub fn run_batch(cfg: &BatchConfig, source: Source) -> Result<Summary, EvalError
     summary.wall_seconds = started.elapsed().as_secs_f64();
     summary.tasks_per_minute = per_minute(todo, summary.wall_seconds);
     summary.started_at = started_at;
-    let mut sittings = read_json::<Summary>(&cfg.out.join("summary.json"))
+    let earlier = read_json::<Summary>(&cfg.out.join("summary.json"))
         .map(|earlier| earlier.all_sittings())
         .unwrap_or_default();
-    if todo > 0 {
-        sittings.push(Sitting {
+    summary.sittings = Sitting::after(
+        earlier,
+        Sitting {
             started_at,
             wall_seconds: summary.wall_seconds,
             ran: todo,
-        });
-    }
-    summary.sittings = sittings;
+        },
+    );
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)
 }

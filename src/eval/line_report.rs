@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::batch::{load_run_dir, read_json, tasks_sha256};
+use super::batch::{load_run_dir, read_json, tasks_sha256, Sitting};
 use super::line_metrics::LineScores;
 use super::line_metrics::RecallShares;
 use super::lines::{
     summarize_lines, LineGroup, LineRecord, LineRunInfo, LineRunSummary, PromptRunSummary,
 };
-use super::report::busy_seconds;
+use super::report::ran_and_busy;
 use super::tasks::load_line_tasks;
 use super::EvalError;
 
@@ -43,10 +43,21 @@ pub fn load_line_records(dir: &Path) -> Result<(LineRunInfo, Vec<LineRecord>), E
     load_run_dir(dir, "of `repohop eval` on line tasks")
 }
 
-/// When the directory's last finished invocation started (if recorded) and its wall time.
-fn last_span(dir: &Path) -> (Option<f64>, f64) {
+/// The invocations that scored cursors in the directory (its `summary.json`), oldest first.
+fn sittings(dir: &Path) -> Vec<Sitting> {
     read_json::<LineRunSummary>(&dir.join("summary.json"))
-        .map_or((None, 0.0), |s| (s.started_at, s.wall_seconds))
+        .map(|s| s.all_sittings())
+        .unwrap_or_default()
+}
+
+/// The summary of `records` over `sittings`: the cursors they ran, in the seconds some of them
+/// was running (sittings one after another add up, side by side they overlap).
+fn over_sittings(method: &str, records: &[LineRecord], sittings: Vec<Sitting>) -> LineRunSummary {
+    let (ran, wall) = ran_and_busy(&sittings);
+    LineRunSummary {
+        sittings,
+        ..summarize_lines(method, records, ran, wall)
+    }
 }
 
 /// The report of one line run directory.
@@ -54,7 +65,7 @@ pub fn load_line_run(dir: &Path) -> Result<LineRunReport, EvalError> {
     let (info, records) = load_line_records(dir)?;
     Ok(LineRunReport {
         dir: dir.to_path_buf(),
-        summary: summarize_lines(&info.method, &records, 0, last_span(dir).1),
+        summary: over_sittings(&info.method, &records, sittings(dir)),
         shards: Vec::new(),
         missing: None,
         records,
@@ -68,7 +79,7 @@ pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
     let mut first: Option<(PathBuf, LineRunInfo)> = None;
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut records = Vec::new();
-    let mut spans = Vec::new();
+    let mut all_sittings = Vec::new();
     for dir in dirs {
         let (info, shard) = load_line_records(dir)?;
         match &first {
@@ -109,7 +120,7 @@ pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
             }
             records.push(r);
         }
-        spans.push(last_span(dir));
+        all_sittings.extend(sittings(dir));
     }
     let Some((dir, info)) = first else {
         return Err(EvalError::Invalid(
@@ -128,7 +139,7 @@ pub fn merge_line_runs(dirs: &[PathBuf]) -> Result<LineRunReport, EvalError> {
         });
     Ok(LineRunReport {
         dir,
-        summary: summarize_lines(&info.method, &records, 0, busy_seconds(&spans)),
+        summary: over_sittings(&info.method, &records, all_sittings),
         shards: dirs.to_vec(),
         missing,
         records,
@@ -159,7 +170,10 @@ pub fn on_common_cursors(runs: &[LineRunReport]) -> (Vec<LineRunReport>, usize) 
                 .cloned()
                 .collect();
             LineRunReport {
-                summary: summarize_lines(&r.summary.method, &records, 0, r.summary.wall_seconds),
+                summary: LineRunSummary {
+                    sittings: r.summary.sittings.clone(),
+                    ..summarize_lines(&r.summary.method, &records, 0, r.summary.wall_seconds)
+                },
                 records,
                 ..r.clone()
             }

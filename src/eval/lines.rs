@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::{read_json, select, task_dir, tasks_sha256, unix_now, write_json};
+use super::batch::{read_json, select, task_dir, tasks_sha256, unix_now, write_json, Sitting};
 use super::line_metrics::{cceval, graphcoder, lang_of, LineScores, PromptRecall, RecallShares};
 use super::locate::open;
 use super::tasks::{load_line_tasks, LineTask};
@@ -113,6 +113,17 @@ pub struct LineRunSummary {
     /// When this invocation started (seconds since the Unix epoch), for merging shards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<f64>,
+    /// Every invocation that scored cursors in this run directory, oldest first (as function
+    /// runs keep them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sittings: Vec<Sitting>,
+}
+
+impl LineRunSummary {
+    /// The invocations that scored cursors, oldest first.
+    pub fn all_sittings(&self) -> Vec<Sitting> {
+        Sitting::recorded(&self.sittings, self.started_at, self.wall_seconds, self.ran)
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -163,6 +174,7 @@ pub fn summarize_lines(
         prompt_tokens_mean: prompt.iter().sum::<f64>() / prompt.len().max(1) as f64,
         wall_seconds,
         started_at: None,
+        sittings: Vec::new(),
     }
 }
 
@@ -252,9 +264,21 @@ pub fn run_lines(
         }
         records.push(record);
     }
+    let wall_seconds = started.elapsed().as_secs_f64();
+    let earlier = read_json::<LineRunSummary>(&cfg.out.join("summary.json"))
+        .map(|earlier| earlier.all_sittings())
+        .unwrap_or_default();
     let summary = LineRunSummary {
         started_at,
-        ..summarize_lines(&method, &records, ran, started.elapsed().as_secs_f64())
+        sittings: Sitting::after(
+            earlier,
+            Sitting {
+                started_at,
+                wall_seconds,
+                ran,
+            },
+        ),
+        ..summarize_lines(&method, &records, ran, wall_seconds)
     };
     write_json(&cfg.out.join("summary.json"), &summary)?;
     Ok(summary)

@@ -56,12 +56,7 @@ pub fn load_run(dir: &Path) -> Result<RunReport, EvalError> {
 /// `summary` with the throughput of `sittings`: the tasks they ran (the rest of `finished`
 /// resumed) over the seconds some of them was running.
 fn over_sittings(summary: Summary, sittings: Vec<Sitting>, finished: usize) -> Summary {
-    let spans: Vec<_> = sittings
-        .iter()
-        .map(|s| (s.started_at, s.wall_seconds))
-        .collect();
-    let wall = busy_seconds(&spans);
-    let ran = sittings.iter().map(|s| s.ran).sum();
+    let (ran, wall) = ran_and_busy(&sittings);
     Summary {
         ran,
         resumed: finished.saturating_sub(ran),
@@ -168,9 +163,18 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
     })
 }
 
+/// The tasks `sittings` ran, and the seconds during which some of them was running.
+pub(super) fn ran_and_busy(sittings: &[Sitting]) -> (usize, f64) {
+    let spans: Vec<_> = sittings
+        .iter()
+        .map(|s| (s.started_at, s.wall_seconds))
+        .collect();
+    (sittings.iter().map(|s| s.ran).sum(), busy_seconds(&spans))
+}
+
 /// Seconds during which at least one of the (start, wall seconds) spans ran; the longest span
 /// when some start is unknown.
-pub(super) fn busy_seconds(spans: &[(Option<f64>, f64)]) -> f64 {
+fn busy_seconds(spans: &[(Option<f64>, f64)]) -> f64 {
     let longest = spans.iter().map(|s| s.1).fold(0.0, f64::max);
     let Some(mut known) = spans
         .iter()
