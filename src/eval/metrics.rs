@@ -119,7 +119,8 @@ fn summary_lines(output: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The exception a pytest report line starts with: `KeyError: 'x'` gives `KeyError`,
-/// `mod.Custom` gives `Custom`, `zlib.error: ...` gives `error`, a bare `assert ...` (pytest's
+/// `mod.Custom` gives `Custom`, `zlib.error: ...` gives `zlib.error` (a lower-case name says
+/// little without its module), a bare `assert ...` (pytest's
 /// rewritten assertion) gives `AssertionError`; `None` when the line starts with no such name.
 fn exception_name(line: &str) -> Option<String> {
     let line = line.trim();
@@ -138,7 +139,15 @@ fn exception_name(line: &str) -> Option<String> {
     let lower_ok = !module.is_empty() && rest.starts_with(':');
     let ok = name.starts_with(|c: char| c.is_ascii_uppercase())
         || (lower_ok && name.starts_with(|c: char| c.is_ascii_lowercase()));
-    ok.then(|| name.to_string())
+    if !ok {
+        return None;
+    }
+    Some(if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        let module = module.rsplit('.').next().unwrap_or(module);
+        format!("{module}.{name}")
+    } else {
+        name.to_string()
+    })
 }
 
 /// Share of the task's dependency names found in a method's final context (qualified names).
@@ -239,8 +248,9 @@ mod tests {
             // a `pytest.raises` that did not raise.
             (
                 "FAILED tests/t.py::test_e - zlib.error: Error -3 while decompressing\n",
-                "error",
+                "zlib.error",
             ),
+            ("E   pkg.socket.timeout: timed out\n", "socket.timeout"),
             (
                 "E       assert 7 == 8\n\ntests/t.py:15: AssertionError\n",
                 "AssertionError",
