@@ -59,6 +59,7 @@ pub fn compare_by_task(runs: &[Vec<PathBuf>]) -> Result<TaskComparison, EvalErro
     let mut methods = Vec::new();
     for dirs in runs {
         if dirs.len() > 1 {
+            // For its refusals only: the directories must be shards of one run.
             merge_runs(dirs)?;
         }
         let mut tasks = BTreeMap::new();
