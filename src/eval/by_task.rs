@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::batch::load_records;
 use super::metrics::failure;
-use super::report::merge_runs;
+use super::report::shard_records;
 use super::EvalError;
 
 /// One compared run: a run directory, or the shard directories of one run.
@@ -58,20 +58,22 @@ pub fn compare_by_task(runs: &[Vec<PathBuf>]) -> Result<TaskComparison, EvalErro
     let mut outcomes: Vec<BTreeMap<String, (Vec<String>, String)>> = Vec::new();
     let mut methods = Vec::new();
     for dirs in runs {
-        if dirs.len() > 1 {
-            // For its refusals only: the directories must be shards of one run.
-            merge_runs(dirs)?;
-        }
-        let mut tasks = BTreeMap::new();
-        let mut method = String::new();
-        for dir in dirs {
-            let (info, records) = load_records(dir)?;
-            method = info.method;
-            for r in records {
-                let outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);
-                let kinds = r.result.kinds.iter().map(|k| k.as_str().into()).collect();
-                tasks.insert(r.result.namespace, (kinds, outcome));
+        // Shards are refused as `--merge` refuses them; a single directory needs no task file hash.
+        let (method, records) = match &dirs[..] {
+            [dir] => {
+                let (info, records) = load_records(dir)?;
+                (info.method, records)
             }
+            _ => {
+                let shards = shard_records(dirs)?;
+                (shards.info.method, shards.records)
+            }
+        };
+        let mut tasks = BTreeMap::new();
+        for r in records {
+            let outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);
+            let kinds = r.result.kinds.iter().map(|k| k.as_str().into()).collect();
+            tasks.insert(r.result.namespace, (kinds, outcome));
         }
         methods.push(method);
         outcomes.push(tasks);

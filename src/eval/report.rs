@@ -1,6 +1,6 @@
 //! Side-by-side comparison of run directories: markdown tables, JSON, and an SVG chart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -78,10 +78,59 @@ fn last_summary(dir: &Path) -> Option<Summary> {
 /// running (shards run one after another add up, side by side they overlap), or the longest
 /// shard's when a shard's start was not recorded.
 pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
+    let shards = shard_records(dirs)?;
+    let (dir, info, hash, records) = (shards.dir, shards.info, shards.hash, shards.records);
+    let finished: BTreeSet<&str> = records
+        .iter()
+        .map(|r| r.result.namespace.as_str())
+        .collect();
+    let sittings: Vec<Sitting> = dirs
+        .iter()
+        .filter_map(|d| last_summary(d))
+        .flat_map(|last| last.all_sittings())
+        .collect();
+
+    let missing = (tasks_sha256(&info.tasks_file).ok() == Some(hash))
+        .then(|| load_function_tasks(&info.tasks_file).ok())
+        .flatten()
+        .map(|tasks| {
+            tasks
+                .into_iter()
+                .map(|t| t.namespace)
+                .filter(|n| !finished.contains(n.as_str()))
+                .collect()
+        });
+    let started_at = sittings
+        .iter()
+        .filter_map(|s| s.started_at)
+        .reduce(f64::min);
+    let summary = Summary {
+        started_at,
+        ..over_sittings(summarize(&info.method, &records), sittings, records.len())
+    };
+    Ok(RunReport {
+        dir,
+        summary,
+        shards: dirs.to_vec(),
+        missing,
+    })
+}
+
+/// What [`shard_records`] reads from a run's shards.
+pub(super) struct Shards {
+    pub dir: PathBuf,
+    pub info: RunInfo,
+    pub hash: String,
+    pub records: Vec<TaskRecord>,
+}
+
+/// The finished tasks of one run's shard directories, with the first directory, the run's
+/// settings and its task file's hash. Refuses runs of different methods, task files (by
+/// content) or test timeouts, and a task finished in two of them.
+pub(super) fn shard_records(dirs: &[PathBuf]) -> Result<Shards, EvalError> {
     let mut first: Option<(PathBuf, RunInfo, String)> = None;
     let mut owner: BTreeMap<String, PathBuf> = BTreeMap::new();
     let mut records: Vec<TaskRecord> = Vec::new();
-    let mut sittings: Vec<Sitting> = Vec::new();
     for dir in dirs {
         let (info, shard) = load_records(dir)?;
         let hash = match &info.tasks_sha256 {
@@ -128,38 +177,17 @@ pub fn merge_runs(dirs: &[PathBuf]) -> Result<RunReport, EvalError> {
             }
             records.push(r);
         }
-        if let Some(last) = last_summary(dir) {
-            sittings.extend(last.all_sittings());
-        }
     }
     let Some((dir, info, hash)) = first else {
         return Err(EvalError::Invalid(
             "--merge needs at least one run directory".into(),
         ));
     };
-    let missing = (tasks_sha256(&info.tasks_file).ok() == Some(hash))
-        .then(|| load_function_tasks(&info.tasks_file).ok())
-        .flatten()
-        .map(|tasks| {
-            tasks
-                .into_iter()
-                .map(|t| t.namespace)
-                .filter(|n| !owner.contains_key(n))
-                .collect()
-        });
-    let started_at = sittings
-        .iter()
-        .filter_map(|s| s.started_at)
-        .reduce(f64::min);
-    let summary = Summary {
-        started_at,
-        ..over_sittings(summarize(&info.method, &records), sittings, records.len())
-    };
-    Ok(RunReport {
+    Ok(Shards {
         dir,
-        summary,
-        shards: dirs.to_vec(),
-        missing,
+        info,
+        hash,
+        records,
     })
 }
 
