@@ -8,9 +8,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::batch::load_records;
 use super::metrics::failure;
-use super::report::shard_records;
+use super::report::run_records;
 use super::EvalError;
 
 /// One compared run: a run directory, or the shard directories of one run.
@@ -58,17 +57,8 @@ pub fn compare_by_task(runs: &[Vec<PathBuf>]) -> Result<TaskComparison, EvalErro
     let mut outcomes: Vec<BTreeMap<String, (Vec<String>, String)>> = Vec::new();
     let mut methods = Vec::new();
     for dirs in runs {
-        // Shards are refused as `--merge` refuses them; a single directory needs no task file hash.
-        let (method, records) = match &dirs[..] {
-            [dir] => {
-                let (info, records) = load_records(dir)?;
-                (info.method, records)
-            }
-            _ => {
-                let shards = shard_records(dirs)?;
-                (shards.info.method, shards.records)
-            }
-        };
+        let (info, records) = run_records(dirs)?;
+        let method = info.method;
         let mut tasks = BTreeMap::new();
         for r in records {
             let outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);

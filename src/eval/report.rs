@@ -191,6 +191,15 @@ pub(super) fn shard_records(dirs: &[PathBuf]) -> Result<Shards, EvalError> {
     })
 }
 
+/// One run's settings and finished tasks: a run directory, or the shard directories of one run
+/// (checked as `--merge` checks them; a single directory needs no task file hash).
+pub(super) fn run_records(dirs: &[PathBuf]) -> Result<(RunInfo, Vec<TaskRecord>), EvalError> {
+    match dirs {
+        [dir] => load_records(dir),
+        _ => shard_records(dirs).map(|s| (s.info, s.records)),
+    }
+}
+
 /// The tasks `sittings` ran, and the seconds during which some of them was running.
 pub(super) fn ran_and_busy(sittings: &[Sitting]) -> (usize, f64) {
     let spans: Vec<_> = sittings
