@@ -301,16 +301,24 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                 .candidates
                 .iter()
                 .map(|c| {
-                    let review = c.review.map_or(String::new(), |r| format!("/{r:.1}"));
-                    format!("{} {:.2}/{}{review}", c.label, c.centrality, c.problems)
+                    let review = c
+                        .review
+                        .map_or(String::new(), |r| format!(" review {r:.1}"));
+                    let likely = c
+                        .likelihood
+                        .map_or(String::new(), |l| format!(" likelihood {l:.3}"));
+                    format!(
+                        "{} {:.2}/{}{review}{likely}",
+                        c.label, c.centrality, c.problems
+                    )
                 })
                 .collect();
             eprintln!(
-                "  selection: {kept} kept (centrality/problems/review: {})",
+                "  selection: {kept} kept (centrality/problems: {})",
                 pool.join(", ")
             );
             if let Some(e) = &g.review_error {
-                eprintln!("  no reviews ({e}): centrality alone chose");
+                eprintln!("  not scored ({e}): centrality alone chose");
             }
         }
     }

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
-use crate::llm::{GenerateResponse, Llm, Sampling};
+use crate::llm::{GenerateResponse, Llm, LlmError, Sampling};
 use crate::repo::mask::MaskedView;
 use crate::repo::{FnId, Repository};
 use crate::retrieve::dense::{self, DenseError};
@@ -119,12 +119,12 @@ pub struct PipelineOptions {
     /// Check the answer's names against the repository and, when some don't exist, ask once
     /// more with what is wrong and what exists.
     pub grounding: bool,
-    /// Answers drawn at temperature: every task with `central`/`review`; with `first`, when the
+    /// Answers drawn at temperature: every task with `central`/`review`/`likely`; with `first`, when the
     /// checked answer (after the repair round) still has problems, and the first with fewer
     /// problems replaces it.
     pub samples: usize,
-    /// Which checked answer is kept; `central` and `review` draw the samples and the infilled
-    /// answer for every task.
+    /// Which checked answer is kept; `central`, `review` and `likely` draw the samples and the
+    /// infilled answer for every task.
     pub select: Select,
     pub generation: GenerateOptions,
 }
@@ -195,7 +195,7 @@ pub struct GroundingTrace {
     /// problems).
     pub infill: Option<SampleTrace>,
     pub kept_infill: bool,
-    /// With `--select central|review`: every answer checked, its problems, centrality and
+    /// With `--select central|review|likely`: every answer checked, its problems, centrality and
     /// review, in the order first, repair, samples, infill; and which one was kept.
     pub candidates: Vec<CandidateTrace>,
     pub kept_selected: Option<String>,
@@ -203,7 +203,7 @@ pub struct GroundingTrace {
     pub review_error: Option<String>,
 }
 
-/// One answer of the pool `--select central|review` chooses from.
+/// One answer of the pool `--select central|review|likely` chooses from.
 #[derive(Debug, Serialize)]
 pub struct CandidateTrace {
     /// `first`, `repair`, `sample<seed>` or `infill`.
@@ -213,6 +213,12 @@ pub struct CandidateTrace {
     /// With `--select review`, for the answers with the fewest problems: the log-probability
     /// of the target's docstring given the answer's code.
     pub review: Option<f64>,
+    /// With `--select likely`, for the answers with the fewest problems: the mean
+    /// log-probability per token of the body under the bare request, and its tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likelihood_tokens: Option<usize>,
     /// The body as it would go under the target's header.
     pub body: String,
 }
@@ -400,7 +406,7 @@ pub fn run(
         let first = grounding::check(view, target, &generation.completion.function);
         let original = generation.clone();
         let mut problems = first.problems.len();
-        // The answers `--select central|review` chooses from, with their problems (kept only
+        // The answers `--select central|review|likely` chooses from, with their problems (kept only
         // then).
         let mut pool = Vec::new();
         let mut offer = |label: String, answer: &Generation, problems: usize| {
@@ -497,8 +503,34 @@ pub fn run(
             let scores = select::centrality(&bodies, target.lang);
             let fewest = pool.iter().map(|(_, _, p)| *p).min().unwrap_or(0);
             let eligible: Vec<bool> = pool.iter().map(|(_, _, p)| *p == fewest).collect();
+            let mut likely = vec![None; pool.len()];
+            if opts.select == Select::Likely {
+                let step_started = Instant::now();
+                match select::likelihoods(llm, target, &bodies, &eligible) {
+                    Ok(found) => {
+                        let mut step = StepTrace::new("likelihood", step_started, []);
+                        step.prompt_tokens = found.tokens;
+                        steps.push(step);
+                        likely = found.scores;
+                    }
+                    Err(e @ (LlmError::InvalidRequest(_) | LlmError::PromptTooLong { .. })) => {
+                        checked.review_error = Some(e.to_string());
+                    }
+                    Err(e) => return Err(GenerateError::Llm(e).into()),
+                }
+            }
+            // Without every eligible answer's likelihood (Java, an engine that cannot score),
+            // `likely` ranks as `review` does.
+            let scored: Option<Vec<f64>> = (0..pool.len())
+                .map(|i| match eligible[i] {
+                    true => likely[i].map(|l| l.mean()),
+                    false => Some(f64::NEG_INFINITY),
+                })
+                .collect();
+            let scored = scored.filter(|_| opts.select == Select::Likely);
             let mut reviews = vec![None; pool.len()];
-            if opts.select == Select::Review {
+            if opts.select == Select::Review || (opts.select == Select::Likely && scored.is_none())
+            {
                 let step_started = Instant::now();
                 let found = select::reviews(llm, target, &answers, &eligible)
                     .map_err(GenerateError::Llm)?;
@@ -506,22 +538,24 @@ pub fn run(
                 step.prompt_tokens = found.tokens;
                 steps.push(step);
                 reviews = found.scores;
-                checked.review_error = found.error;
+                checked.review_error = checked.review_error.take().or(found.error);
             }
-            let ranks = select::ranks(&scores, &reviews, &eligible);
+            let ranks = scored.unwrap_or_else(|| select::ranks(&scores, &reviews, &eligible));
             if let Some(best) = select::best(&ranks, &eligible) {
                 checked.kept_selected = Some(pool[best].0.clone());
                 generation = pool[best].1.clone();
             }
             checked.candidates = pool
                 .into_iter()
-                .zip(scores.into_iter().zip(reviews))
+                .zip(scores.into_iter().zip(reviews).zip(likely))
                 .map(
-                    |((label, g, problems), (centrality, review))| CandidateTrace {
+                    |((label, g, problems), ((centrality, review), likely))| CandidateTrace {
                         label,
                         problems,
                         centrality,
                         review,
+                        likelihood: likely.map(|l| l.mean()),
+                        likelihood_tokens: likely.map(|l| l.tokens),
                         body: g.completion.body,
                     },
                 )
@@ -735,8 +769,21 @@ mod tests {
                 return Err(LlmError::InvalidRequest("scripted does not score".into()));
             }
             let Prompt::Chat(m) = prompt else {
-                panic!("reviews are chat prompts");
+                panic!("reviews and likelihoods are chat prompts");
             };
+            if continuation.starts_with("```python\n") {
+                // A likelihood: a token per line, `+=` lines likely, `return a + b` not.
+                let line = |l: &str| match l {
+                    _ if l.contains("+=") => -0.1,
+                    _ if l.contains("return a + b") => -3.0,
+                    _ => -1.0,
+                };
+                return Ok(Scored {
+                    logprob: continuation.lines().map(line).sum(),
+                    prompt_tokens: 30,
+                    tokens: continuation.lines().count(),
+                });
+            }
             assert_eq!(continuation, "Sum of two numbers.");
             let fits = m[0].content.contains("return a + b");
             Ok(Scored {
@@ -966,21 +1013,66 @@ mod tests {
         );
 
         // An engine that cannot score: the error is traced and centrality alone chooses.
+        let run = unscored(Select::Review);
+        assert!(run.grounding.candidates.iter().all(|c| c.review.is_none()));
+    }
+
+    /// `select` on an engine that cannot score: the error is traced and centrality alone
+    /// chooses (sample 1, which the infilled answer agrees with).
+    fn unscored(select: Select) -> PipelineRun {
         let (run, _) = run_selecting(
             Scripted {
                 scores: false,
                 ..outlier()
             },
             3,
-            Select::Review,
+            select,
         );
         let g = &run.grounding;
-        assert!(g.candidates.iter().all(|c| c.review.is_none()));
-        assert!(g
-            .review_error
-            .as_deref()
-            .unwrap()
-            .contains("does not score"));
+        let error = g.review_error.as_deref().unwrap_or_default();
+        assert!(error.contains("does not score"), "{error}");
         assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
+        run
+    }
+
+    #[test]
+    fn likely_selection_keeps_the_body_likeliest_per_token_and_falls_back_to_review() {
+        let (run, calls) = run_selecting(outlier(), 3, Select::Likely);
+        assert_eq!(calls.len(), 5, "greedy, three samples, the infilled answer");
+        let g = &run.grounding;
+        let scored: Vec<(&str, Option<usize>)> = g
+            .candidates
+            .iter()
+            .map(|c| (c.label.as_str(), c.likelihood_tokens))
+            .collect();
+        // Only the eligible answers are scored, by their body's lines (and the closing fence).
+        assert_eq!(
+            scored,
+            [
+                ("first", Some(4)),
+                ("sample1", Some(2)),
+                ("sample2", None),
+                ("sample3", None),
+                ("infill", Some(2))
+            ]
+        );
+        let mean = |i: usize| g.candidates[i].likelihood.unwrap();
+        assert!((mean(0) - -3.1 / 4.0).abs() < 1e-9 && (mean(1) - -2.0).abs() < 1e-9);
+        // The outlier that centrality and the review turn down is the likeliest here.
+        assert_eq!(g.kept_selected.as_deref(), Some("first"));
+        assert!(g.candidates.iter().all(|c| c.review.is_none()));
+        let steps: Vec<&str> = run.steps.iter().map(|s| s.step).collect();
+        assert_eq!(steps, ["first", "retries", "infill", "likelihood"]);
+        // The head once, then three answers: 30 prompt tokens each, with their lines.
+        let head = run.steps[3].prompt_tokens;
+        assert!(head > 4 * 30, "{head}");
+
+        // An engine that cannot score: neither likelihoods nor reviews, centrality chooses.
+        let run = unscored(Select::Likely);
+        assert!(run
+            .grounding
+            .candidates
+            .iter()
+            .all(|c| c.likelihood.is_none()));
     }
 }

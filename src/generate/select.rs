@@ -1,9 +1,9 @@
 //! Choosing among several answers to one target without running them: the answer closest to
 //! all the others (minimum Bayes risk with token edit distance as the loss), and how likely the
-//! model finds the target's docstring when shown the answer's code (a reviewer's view). Answers
-//! that agree with the rest are more often right than an outlier, and a small model's greedy
-//! answer is sometimes the outlier; code its docstring fits is more often right than code it
-//! does not.
+//! model finds the target's docstring when shown the answer's code (a reviewer's view), or the
+//! answer's body under the bare request for the target (a coder's view). Answers that agree
+//! with the rest are more often right than an outlier, and a small model's greedy answer is
+//! sometimes the outlier; code its docstring fits is more often right than code it does not.
 
 use super::{postprocess, prompts, Target};
 use crate::llm::{Llm, LlmError, Message, Prompt};
@@ -25,6 +25,10 @@ pub enum Select {
     /// each standardised over those answers.
     #[default]
     Review,
+    /// Of the answers with the fewest problems, the one whose body the model finds most
+    /// likely per token under the bare request for the target (no repository context);
+    /// where that cannot be scored (Java, an engine that cannot score), as `review`.
+    Likely,
 }
 
 impl Select {
@@ -33,6 +37,7 @@ impl Select {
             Select::First => "first",
             Select::Central => "central",
             Select::Review => "review",
+            Select::Likely => "likely",
         }
     }
 
@@ -194,6 +199,74 @@ pub fn reviews(
             }
             Err(e) => return Err(e),
         }
+    }
+    Ok(out)
+}
+
+/// An answer's likelihood: its body's natural-log probability under the bare request for the
+/// target (its header and docstring, no repository context), summed over the body's tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Likelihood {
+    pub logprob: f64,
+    pub tokens: usize,
+}
+
+impl Likelihood {
+    /// Per token: long and short answers compared on one scale.
+    pub fn mean(self) -> f64 {
+        self.logprob / self.tokens.max(1) as f64
+    }
+}
+
+/// The likelihoods of a pool of answers.
+#[derive(Debug, Default)]
+pub struct Likelihoods {
+    /// Per answer, in pool order (`None`: not scored).
+    pub scores: Vec<Option<Likelihood>>,
+    /// Prompt and continuation tokens the scoring passes read.
+    pub tokens: usize,
+}
+
+/// The likelihoods of the `eligible` Python bodies: each scored after the header and docstring
+/// the bare request shows (their own probability taken out, so only the body counts). None
+/// for Java targets; an engine that cannot score gives the error.
+pub fn likelihoods(
+    llm: &mut dyn Llm,
+    target: &Target,
+    bodies: &[&str],
+    eligible: &[bool],
+) -> Result<Likelihoods, LlmError> {
+    let mut out = Likelihoods {
+        scores: vec![None; bodies.len()],
+        tokens: 0,
+    };
+    if target.lang != Lang::Python {
+        return Ok(out);
+    }
+    let shown = target.prompt_text();
+    let request = prompts::generation_request(target.lang, &target.path, &shown, "", None, "");
+    let prompt = Prompt::Chat(vec![
+        Message::system(prompts::system(target.lang)),
+        Message::user(request),
+    ]);
+    let head = format!(
+        "```{}\n{}\n",
+        prompts::language_name(target.lang),
+        shown.trim_end()
+    );
+    let base = llm.score(&prompt, &head)?;
+    out.tokens += base.prompt_tokens + base.tokens;
+    for (i, body) in bodies.iter().enumerate() {
+        if !eligible[i] {
+            continue;
+        }
+        let code = postprocess::indent(without_docstring(body).trim_matches('\n'), "    ");
+        let scored = llm.score(&prompt, &format!("{head}{}\n```", code.trim_end()))?;
+        out.tokens += scored.prompt_tokens + scored.tokens;
+        out.scores[i] = Some(Likelihood {
+            logprob: scored.logprob - base.logprob,
+            tokens: scored.tokens.saturating_sub(base.tokens).max(1),
+        });
     }
     Ok(out)
 }
