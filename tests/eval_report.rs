@@ -261,3 +261,151 @@ fn by_task_compares_runs_and_shards_on_the_tasks_all_finished() {
     let (ok, _, err) = report(&[Path::new(&wrong), &dir("mixed")], &["--by-task"]);
     assert!(!ok && err.contains("cannot merge"), "{err}");
 }
+
+/// A pool as a run's trace records it: `(label, problems, centrality, review, likelihood,
+/// body)`, the review and likelihood only for answers without problems.
+type Answer<'a> = (&'a str, usize, f64, f64, f64, &'a str);
+
+fn pool_trace(run: &Path, namespace: &str, kept: &str, pool: &[Answer]) {
+    let candidates: Vec<_> = pool
+        .iter()
+        .map(|(label, problems, centrality, review, likelihood, body)| {
+            let clean = *problems == 0;
+            serde_json::json!({"label": label, "problems": problems, "centrality": centrality,
+                "review": clean.then_some(*review), "likelihood": clean.then_some(*likelihood),
+                "likelihood_tokens": clean.then_some(3), "body": body})
+        })
+        .collect();
+    let trace = serde_json::json!({"grounding": {"candidates": candidates, "kept_selected": kept}});
+    let path = run.join("tasks").join(namespace).join("trace.json");
+    std::fs::write(path, trace.to_string()).unwrap();
+}
+
+#[test]
+fn candidates_of_a_run_are_each_tested_and_the_selections_replayed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let file = completions(
+        tmp.path(),
+        &[
+            ("calc.ops.add", "return a + b\n"),
+            ("calc.ops.scale", "return values\n"),
+            (
+                "calc.ops.Stack.push",
+                "self.items.append(item)\nreturn len(self.items)\n",
+            ),
+        ],
+    );
+    summary(&eval(
+        &run,
+        &["--completions", file.to_str().unwrap(), "--limit", "3"],
+    ));
+    // `add`: the most central answer is wrong; the review lifts the right one above it, the
+    // likelihood does not. A second copy of the right answer has a problem, so no selection may
+    // keep it.
+    pool_trace(
+        &run,
+        "calc.ops.add",
+        "sample1",
+        &[
+            ("first", 0, 0.5, -10.0, -0.2, "return a - b\n"),
+            ("sample1", 0, 0.45, -1.0, -0.9, "return a + b\n"),
+            ("sample2", 1, 0.45, 0.0, 0.0, "return a + b\n"),
+            ("sample3", 0, 0.2, -9.0, -0.5, "return b - a\n"),
+        ],
+    );
+    // `scale`: the run kept the wrong answer; the infilled one passes and is the likeliest.
+    // `Stack.push` has no pool.
+    pool_trace(
+        &run,
+        "calc.ops.scale",
+        "first",
+        &[
+            ("first", 0, 0.7, -1.0, -1.0, "return values\n"),
+            (
+                "infill",
+                0,
+                0.3,
+                -3.0,
+                -0.3,
+                "return [ratio(v, total) for v in values]\n",
+            ),
+        ],
+    );
+    let out = tmp.path().join("study");
+    let study = |extra: &[&str]| {
+        let mut args = vec!["--candidates-of", run.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        eval(&out, &args)
+    };
+    let s = summary(&study(&[]));
+    let figures = [
+        "tasks",
+        "without_pool",
+        "bodies_tested",
+        "kept",
+        "kept_disagrees",
+        "central",
+        "review",
+        "some",
+        "some_fewest",
+        "likely",
+    ]
+    .map(|k| s[k].as_u64().unwrap_or(99));
+    assert_eq!(figures, [2, 1, 5, 1, 0, 0, 1, 2, 2, 1], "{s}");
+    let label = |l: &str| {
+        (
+            s["by_label"][l]["offered"].as_u64(),
+            s["by_label"][l]["passed"].as_u64(),
+        )
+    };
+    assert_eq!(label("first"), (Some(2), Some(0)), "{s}");
+    assert_eq!(label("sample2"), (Some(1), Some(1)), "{s}");
+    assert_eq!(label("infill"), (Some(1), Some(1)), "{s}");
+    let add = std::fs::read_to_string(out.join("tasks/calc.ops.add/candidates.json")).unwrap();
+    let add: serde_json::Value = serde_json::from_str(&add).unwrap();
+    let outcomes: Vec<&str> = add["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["AssertionError", "pass", "pass", "AssertionError"],
+        "{add}"
+    );
+
+    // Run again: the tasks' verdicts are read back, the study is the same.
+    let again = eval(&out, &["--candidates-of", run.to_str().unwrap()]);
+    let again = summary(&again);
+    assert_eq!(again["review"], s["review"]);
+    assert_eq!(again["bodies_tested"], s["bodies_tested"]);
+    // Markdown names the replays; without --out there is nowhere to keep the verdicts.
+    let plain = |out: Option<&Path>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"));
+        cmd.args(["eval", "--quiet", "--tasks"])
+            .arg(fixture().join("tasks.jsonl"))
+            .arg("--source-root")
+            .arg(fixture().join("Source_Code"))
+            .arg("--python")
+            .arg(python())
+            .arg("--candidates-of")
+            .arg(&run);
+        if let Some(out) = out {
+            cmd.arg("--out").arg(out);
+        }
+        cmd.output().unwrap()
+    };
+    let md = plain(Some(&out));
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains("kept by the run: 1 · replayed `central`: 0 · replayed `review`: 1"),
+        "{md}"
+    );
+    assert!(md.contains("| first | 2 | 0 |"), "{md}");
+    assert!(md.contains("replayed `likely`: 1"), "{md}");
+    let no_out = plain(None);
+    assert!(!no_out.status.success());
+    assert!(String::from_utf8_lossy(&no_out.stderr).contains("--candidates-of needs --out"));
+}

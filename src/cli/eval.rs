@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::batch::{load_completions, run_batch, BatchConfig, Source, Summary};
 use repohop::eval::by_task::{by_task_markdown, compare_by_task};
+use repohop::eval::candidates::{study, study_markdown, StudyConfig};
 use repohop::eval::line_metrics::score_lines;
 use repohop::eval::line_report::{
     compare_table, group_table, is_line_run, load_line_run, merge_line_runs, on_common_cursors,
@@ -38,6 +39,14 @@ pub struct EvalArgs {
     /// Score this DevEval-format `{namespace, completion}` JSONL instead of generating.
     #[arg(long, conflicts_with = "method")]
     completions: Option<PathBuf>,
+    /// Test every answer a finished run chose from (its traces' pools; a run's shards joined
+    /// by commas) and replay the selections on them, instead of generating.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["method", "completions"])]
+    candidates_of: Option<PathBuf>,
+    /// With --candidates-of: score the likelihood of the answers whose trace has none (as
+    /// `--select likely` does, with --model) and replay `likely` too.
+    #[arg(long, requires = "candidates_of")]
+    likelihood: bool,
     /// Generate with this method: reference, not-implemented, direct, dense, simplerag,
     /// dyretriever, dycoder; for line tasks none, vanilla, repocoder, graphcoder, saracoder.
     #[arg(long)]
@@ -300,6 +309,9 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
             args.tasks.display()
         );
     }
+    if let Some(run) = &args.candidates_of {
+        return study_candidates(&args, run);
+    }
     // A server is asked first: its model names the run.
     let remote = match &args.method {
         Some(m) if pipelines::generates(m) => args.remote.connect()?.map(Engine::Remote),
@@ -344,27 +356,13 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         );
     }
     let shard = args.shard.as_deref().map(parse_shard).transpose()?;
-    let sandbox = repohop::eval::sandbox::availability();
-    if args.require_sandbox && !sandbox.sandboxed() {
-        bail!(
-            "--require-sandbox: namespaces are unavailable here ({})",
-            sandbox.reason.as_deref().unwrap_or("unknown reason")
-        );
-    }
+    check_sandbox(&args)?;
     install_stop_handler();
     let cfg = BatchConfig {
         tasks_file: args.tasks.clone(),
         source_root: args.source_root.clone(),
         out: out.clone(),
-        runner: RunnerConfig {
-            python: args.python.clone(),
-            timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
-            memory_bytes: (args.memory_mb > 0).then_some(args.memory_mb << 20),
-            file_size_bytes: (args.file_size_mb > 0).then_some(args.file_size_mb << 20),
-            allow_network: args.allow_network,
-            require_sandbox: args.require_sandbox,
-            ..RunnerConfig::default()
-        },
+        runner: runner_config(&args),
         jobs: args.jobs,
         concurrency: args.concurrency,
         limit: args.limit,
@@ -377,6 +375,69 @@ pub fn run_eval(args: EvalArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print_summary(&summary, &out);
+    }
+    Ok(())
+}
+
+/// How the tests run, from the flags.
+fn runner_config(args: &EvalArgs) -> RunnerConfig {
+    RunnerConfig {
+        python: args.python.clone(),
+        timeout: Duration::from_secs_f64(args.timeout.max(0.1)),
+        memory_bytes: (args.memory_mb > 0).then_some(args.memory_mb << 20),
+        file_size_bytes: (args.file_size_mb > 0).then_some(args.file_size_mb << 20),
+        allow_network: args.allow_network,
+        require_sandbox: args.require_sandbox,
+        ..RunnerConfig::default()
+    }
+}
+
+/// `--require-sandbox` refuses to start where namespaces are unavailable.
+fn check_sandbox(args: &EvalArgs) -> Result<()> {
+    let sandbox = repohop::eval::sandbox::availability();
+    if args.require_sandbox && !sandbox.sandboxed() {
+        bail!(
+            "--require-sandbox: namespaces are unavailable here ({})",
+            sandbox.reason.as_deref().unwrap_or("unknown reason")
+        );
+    }
+    Ok(())
+}
+
+/// `eval --candidates-of RUN`: every answer of the run's pools tested, the selections replayed.
+fn study_candidates(args: &EvalArgs, run: &Path) -> Result<()> {
+    let Some(out) = args.out.clone() else {
+        bail!("--candidates-of needs --out DIR (where the answers' verdicts are kept)");
+    };
+    let run = shard_dirs(run);
+    if run.iter().any(|d| is_line_run(d)) {
+        bail!("--candidates-of studies function runs; line runs keep no pools of answers");
+    }
+    check_sandbox(args)?;
+    install_stop_handler();
+    let cfg = StudyConfig {
+        run,
+        tasks_file: args.tasks.clone(),
+        source_root: args.source_root.clone(),
+        out,
+        runner: runner_config(args),
+        jobs: args.jobs,
+        cancel: &STOP,
+        progress: !args.quiet,
+    };
+    let mut scorer = match args.likelihood {
+        true => Some(CandleLlm::load(
+            &args.model,
+            &settings(args, Path::new("")).llm_options(),
+        )?),
+        false => None,
+    };
+    let scorer = scorer.as_mut().map(|l| l as &mut dyn repohop::llm::Llm);
+    let study = stopped_or(study(&cfg, scorer))?;
+    if args.json {
+        println!("{}", serde_json::to_string(&study)?);
+    } else {
+        print!("{}", study_markdown(&study));
     }
     Ok(())
 }

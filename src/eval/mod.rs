@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod body;
 pub mod by_task;
+pub mod candidates;
 pub mod line_metrics;
 pub mod line_report;
 pub mod lines;

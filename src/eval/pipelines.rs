@@ -12,7 +12,7 @@ use super::locate;
 use super::method::{
     Generated, Method, MethodError, MethodInput, NotImplemented, Phase, Reference,
 };
-use super::tasks::Requirement;
+use super::tasks::{FunctionTask, Requirement};
 use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
 use crate::generate::select::Select;
@@ -21,7 +21,7 @@ use crate::generate::{GenerateOptions, LocalContext, PromptFormat, Target};
 use crate::llm::{Engine, Llm, LlmOptions};
 use crate::repo::lang::outline::code_names;
 use crate::repo::mask::MaskedView;
-use crate::repo::{resolve_target, Lang, Repository};
+use crate::repo::{resolve_target, FnId, Lang, Repository};
 use crate::retrieve::dyretriever::{DyOptions, ExpandMode};
 
 /// The names `--method` accepts.
@@ -241,13 +241,7 @@ impl Method for Pipeline {
 
     fn generate(&mut self, input: &MethodInput) -> Result<Generated, MethodError> {
         let task = input.task;
-        let project = input.source_root.join(&task.project_path);
-        let repo: Arc<Repository> = locate::open(&project)?;
-        let id = resolve_target(&repo, &task.namespace)?;
-        let mut target = Target::of(&repo, id)?;
-        if let Some(req) = &task.requirement {
-            target.docstring = Some(requirement_text(req));
-        }
+        let (repo, id, target) = task_target(task, input.source_root)?;
         let view = MaskedView::new(&repo, Some(id), false);
         let SessionRun {
             run, indexing_s, ..
@@ -381,6 +375,21 @@ fn names_present(
     names.sort();
     names.dedup();
     names
+}
+
+/// A task's repository, its target's id, and the target as generation sees it: the header
+/// from the file, the task's requirement (when it has one) as the specification.
+pub fn task_target(
+    task: &FunctionTask,
+    source_root: &Path,
+) -> Result<(Arc<Repository>, FnId, Target), MethodError> {
+    let repo: Arc<Repository> = locate::open(&source_root.join(&task.project_path))?;
+    let id = resolve_target(&repo, &task.namespace)?;
+    let mut target = Target::of(&repo, id)?;
+    if let Some(req) = &task.requirement {
+        target.docstring = Some(requirement_text(req));
+    }
+    Ok((repo, id, target))
 }
 
 fn requirement_text(req: &Requirement) -> String {

@@ -1,0 +1,376 @@
+//! Every answer a run chose from, scored on its own (`eval --candidates-of RUN`): how often each
+//! kind of answer passes, how often some answer passes, and what the selections `central` and
+//! `review` keep when replayed on the run's own recorded centrality and reviews. What a better
+//! choice among the same answers could gain, without generating again.
+//!
+//! OUT holds `tasks/<namespace>/candidates.json` per task (written atomically; a resumed study
+//! skips the tasks it holds) and `candidates.json`, the study of the last finished invocation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::batch::{read_json, task_dir, tasks_sha256, write_json};
+use super::metrics::failure;
+use super::pipelines::task_target;
+use super::report::run_records;
+use super::runner::{run_task, RunnerConfig};
+use super::tasks::{load_function_tasks, FunctionTask};
+use super::EvalError;
+use crate::generate::select;
+use crate::llm::Llm;
+
+pub struct StudyConfig<'a> {
+    /// The studied run: one directory, or its shard directories.
+    pub run: Vec<PathBuf>,
+    /// The run's task file (checked against the hash the run recorded).
+    pub tasks_file: PathBuf,
+    pub source_root: PathBuf,
+    pub out: PathBuf,
+    pub runner: RunnerConfig,
+    pub jobs: usize,
+    pub cancel: &'a AtomicBool,
+    /// One line per finished task on stderr.
+    pub progress: bool,
+}
+
+/// One answer of a task's pool as the run's trace recorded it, and how its tests went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Candidate {
+    /// `first`, `repair`, `sample<seed>` or `infill`.
+    pub label: String,
+    pub problems: usize,
+    pub centrality: f64,
+    pub review: Option<f64>,
+    pub body: String,
+    /// The body's mean log-probability per token under the bare request for the target, and
+    /// its tokens (see [`select::likelihoods`]): from a `--select likely` run's trace, or
+    /// scored by the study with `--likelihood`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood_tokens: Option<usize>,
+    /// `pass`, or why not (the exception its test ended with, `timeout`, ...).
+    #[serde(default)]
+    pub outcome: String,
+}
+
+/// `tasks/<namespace>/candidates.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskCandidates {
+    pub namespace: String,
+    /// The run's verdict on the answer it kept.
+    pub run_outcome: String,
+    /// The label of the answer the run kept.
+    pub kept: Option<String>,
+    pub candidates: Vec<Candidate>,
+}
+
+/// How one kind of answer did over the studied tasks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LabelScore {
+    pub offered: usize,
+    pub passed: usize,
+}
+
+/// The study of one run's answers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Study {
+    pub method: String,
+    pub dirs: Vec<PathBuf>,
+    /// Tasks whose trace holds a pool of answers: the studied ones.
+    pub tasks: usize,
+    /// Finished tasks without a pool (`--select first`, no names check, an older trace).
+    pub without_pool: usize,
+    /// Distinct answers tested (an answer given twice in a pool is tested once).
+    pub bodies_tested: usize,
+    /// The kept answer passes.
+    pub kept: usize,
+    /// Tasks where the kept answer, tested again, disagrees with the run's verdict (a flaky
+    /// test, or a trace that does not describe what was kept).
+    pub kept_disagrees: usize,
+    /// The selections replayed on the recorded problems, centrality and reviews.
+    pub central: usize,
+    pub review: usize,
+    /// `likely` replayed, where every pool's answers with the fewest problems have their
+    /// likelihood.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likely: Option<usize>,
+    /// Some answer passes; some answer with the fewest problems (what a selection may keep).
+    pub some: usize,
+    pub some_fewest: usize,
+    pub by_label: BTreeMap<String, LabelScore>,
+}
+
+#[derive(Deserialize)]
+struct Trace {
+    grounding: Option<Pool>,
+}
+
+#[derive(Deserialize)]
+struct Pool {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    kept_selected: Option<String>,
+}
+
+/// Tests every answer in the pools of `cfg.run` and sums up what a selection could keep.
+/// With `scorer`, the answers with the fewest problems that have no likelihood are scored first.
+pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Study, EvalError> {
+    if cfg.jobs == 0 {
+        return Err(EvalError::Invalid("--jobs must be at least 1".into()));
+    }
+    let (info, records) = run_records(&cfg.run)?;
+    let hash = tasks_sha256(&cfg.tasks_file)?;
+    if info.tasks_sha256.as_ref().is_some_and(|h| *h != hash) {
+        return Err(EvalError::Invalid(format!(
+            "{} ran another task file than {}",
+            cfg.run[0].display(),
+            cfg.tasks_file.display()
+        )));
+    }
+    let tasks: HashMap<String, FunctionTask> = load_function_tasks(&cfg.tasks_file)?
+        .into_iter()
+        .map(|t| (t.namespace.clone(), t))
+        .collect();
+    let mut todo = Vec::new();
+    let mut studied = Vec::new();
+    let mut without_pool = 0;
+    for r in &records {
+        let name = &r.result.namespace;
+        let Some(task) = tasks.get(name) else {
+            return Err(EvalError::Invalid(format!(
+                "task {name} of the run is not in {}",
+                cfg.tasks_file.display()
+            )));
+        };
+        let pool = cfg
+            .run
+            .iter()
+            .find_map(|d| read_json::<Trace>(&task_dir(d, name).join("trace.json")))
+            .and_then(|t| t.grounding)
+            .filter(|p| !p.candidates.is_empty());
+        let Some(pool) = pool else {
+            without_pool += 1;
+            continue;
+        };
+        let path = task_dir(&cfg.out, name).join("candidates.json");
+        if let Some(mut done) = read_json::<TaskCandidates>(&path) {
+            if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&done)) {
+                score_likelihoods(llm, task, cfg, &mut done)?;
+                write_json(&path, &done)?;
+            }
+            studied.push(done);
+            continue;
+        }
+        let run_outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);
+        let mut pool = TaskCandidates {
+            namespace: name.clone(),
+            run_outcome,
+            kept: pool.kept_selected,
+            candidates: pool.candidates,
+        };
+        if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&pool)) {
+            score_likelihoods(llm, task, cfg, &mut pool)?;
+        }
+        todo.push((task, pool));
+    }
+    studied.extend(test_pools(cfg, todo)?);
+    if cfg.cancel.load(Ordering::SeqCst) {
+        return Err(EvalError::Invalid(format!(
+            "interrupted: {} tasks studied; run the same command to resume",
+            studied.len()
+        )));
+    }
+    let mut out = sum_up(&studied);
+    out.method = info.method;
+    out.dirs = cfg.run.clone();
+    out.without_pool = without_pool;
+    write_json(&cfg.out.join("candidates.json"), &out)?;
+    Ok(out)
+}
+
+/// Whether a pool's answers with the fewest problems have their likelihoods.
+fn scored(pool: &TaskCandidates) -> bool {
+    let fewest = pool.candidates.iter().map(|c| c.problems).min();
+    pool.candidates
+        .iter()
+        .filter(|c| Some(c.problems) == fewest)
+        .all(|c| c.likelihood.is_some())
+}
+
+/// Scores the likelihoods of the answers with the fewest problems of `pool`.
+fn score_likelihoods(
+    llm: &mut dyn Llm,
+    task: &FunctionTask,
+    cfg: &StudyConfig,
+    pool: &mut TaskCandidates,
+) -> Result<(), EvalError> {
+    let (_, _, target) = task_target(task, &cfg.source_root)
+        .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
+    let c = &mut pool.candidates;
+    let bodies: Vec<&str> = c.iter().map(|x| x.body.as_str()).collect();
+    let fewest = c.iter().map(|x| x.problems).min().unwrap_or(0);
+    let eligible: Vec<bool> = c.iter().map(|x| x.problems == fewest).collect();
+    let found = select::likelihoods(llm, &target, &bodies, &eligible)
+        .map_err(|e| EvalError::task(&task.namespace, format!("likelihoods: {e}")))?;
+    for (x, l) in c.iter_mut().zip(found.scores) {
+        x.likelihood = l.map(|l| l.mean());
+        x.likelihood_tokens = l.map(|l| l.tokens);
+    }
+    if cfg.progress {
+        eprintln!("likelihoods scored: {}", pool.namespace);
+    }
+    Ok(())
+}
+
+/// Tests each task's distinct answers on `cfg.jobs` threads, a task at a time per thread, and
+/// writes each task's file when its answers are done.
+fn test_pools(
+    cfg: &StudyConfig,
+    todo: Vec<(&FunctionTask, TaskCandidates)>,
+) -> Result<Vec<TaskCandidates>, EvalError> {
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<TaskCandidates>> = Mutex::new(Vec::new());
+    let failed: Mutex<Option<EvalError>> = Mutex::new(None);
+    let total = todo.len();
+    std::thread::scope(|scope| {
+        for _ in 0..cfg.jobs.min(total.max(1)) {
+            scope.spawn(|| {
+                while let Some((task, pool)) = todo.get(next.fetch_add(1, Ordering::SeqCst)) {
+                    if cfg.cancel.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let mut pool = pool.clone();
+                    let mut tested: HashMap<String, String> = HashMap::new();
+                    for c in &mut pool.candidates {
+                        if let Some(o) = tested.get(&c.body) {
+                            c.outcome = o.clone();
+                            continue;
+                        }
+                        let r = run_task(task, &c.body, &cfg.source_root, &cfg.runner, cfg.cancel);
+                        c.outcome = failure(&r).map_or_else(|| "pass".to_string(), |f| f.cause);
+                        tested.insert(c.body.clone(), c.outcome.clone());
+                    }
+                    if cfg.cancel.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let path = task_dir(&cfg.out, &pool.namespace).join("candidates.json");
+                    if let Err(e) = write_json(&path, &pool) {
+                        failed.lock().unwrap().get_or_insert(e);
+                        cfg.cancel.store(true, Ordering::SeqCst);
+                        break;
+                    }
+                    let mut done = done.lock().unwrap();
+                    if cfg.progress {
+                        let passed = pool.candidates.iter().filter(|c| c.outcome == "pass");
+                        eprintln!(
+                            "[{}/{total}] {}: {} of {} answers pass ({} distinct)",
+                            done.len() + 1,
+                            pool.namespace,
+                            passed.count(),
+                            pool.candidates.len(),
+                            tested.len()
+                        );
+                    }
+                    done.push(pool);
+                }
+            });
+        }
+    });
+    match failed.into_inner().unwrap() {
+        Some(e) => Err(e),
+        None => Ok(done.into_inner().unwrap()),
+    }
+}
+
+/// The study's figures over tested pools.
+fn sum_up(pools: &[TaskCandidates]) -> Study {
+    let mut s = Study {
+        tasks: pools.len(),
+        ..Study::default()
+    };
+    // Per pool, whether `likely` keeps a passing answer (`None`: some answer has no likelihood).
+    let mut likely_kept = Vec::new();
+    for p in pools {
+        let c = &p.candidates;
+        let passes = |i: usize| c[i].outcome == "pass";
+        let mut distinct: Vec<&str> = c.iter().map(|c| c.body.as_str()).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        s.bodies_tested += distinct.len();
+        for x in c {
+            let label = s.by_label.entry(x.label.clone()).or_default();
+            label.offered += 1;
+            label.passed += usize::from(x.outcome == "pass");
+        }
+        if let Some(k) = c.iter().position(|x| Some(&x.label) == p.kept.as_ref()) {
+            s.kept += usize::from(passes(k));
+            s.kept_disagrees += usize::from(passes(k) != (p.run_outcome == "pass"));
+        }
+        let fewest = c.iter().map(|x| x.problems).min().unwrap_or(0);
+        let eligible: Vec<bool> = c.iter().map(|x| x.problems == fewest).collect();
+        s.some += usize::from((0..c.len()).any(passes));
+        s.some_fewest += usize::from((0..c.len()).any(|i| eligible[i] && passes(i)));
+        let centrality: Vec<f64> = c.iter().map(|x| x.centrality).collect();
+        let reviews: Vec<Option<f64>> = c.iter().map(|x| x.review).collect();
+        let replay = |reviews: &[Option<f64>]| {
+            let ranks = select::ranks(&centrality, reviews, &eligible);
+            select::best(&ranks, &eligible).is_some_and(passes)
+        };
+        s.central += usize::from(replay(&vec![None; c.len()]));
+        s.review += usize::from(replay(&reviews));
+        // As the pipeline ranks them: the best mean among the eligible, the first on a tie.
+        let likely: Option<Vec<f64>> = (0..c.len())
+            .map(|i| match eligible[i] {
+                true => c[i].likelihood,
+                false => Some(f64::NEG_INFINITY),
+            })
+            .collect();
+        likely_kept.push(likely.map(|l| select::best(&l, &eligible).is_some_and(passes)));
+    }
+    // Replayed only where every pool can be.
+    s.likely = likely_kept
+        .into_iter()
+        .map(|k| k.map(usize::from))
+        .sum::<Option<usize>>();
+    s
+}
+
+/// [`Study`] as markdown.
+pub fn study_markdown(s: &Study) -> String {
+    let dirs: Vec<String> = s.dirs.iter().map(|d| d.display().to_string()).collect();
+    let mut out = format!(
+        "`{}` ({}): {} tasks with a pool of answers, {} without; {} distinct answers tested\n\n",
+        s.method,
+        dirs.join(" + "),
+        s.tasks,
+        s.without_pool,
+        s.bodies_tested
+    );
+    out.push_str("| answer | offered | passed |\n|---|---:|---:|\n");
+    for (label, l) in &s.by_label {
+        let _ = writeln!(out, "| {label} | {} | {} |", l.offered, l.passed);
+    }
+    let _ = writeln!(
+        out,
+        "\nkept by the run: {} · replayed `central`: {} · replayed `review`: {}\n\
+         some answer passes: {} · some with the fewest problems: {}",
+        s.kept, s.central, s.review, s.some, s.some_fewest
+    );
+    if let Some(n) = s.likely {
+        let _ = writeln!(out, "replayed `likely`: {n}");
+    }
+    if s.kept_disagrees > 0 {
+        let _ = writeln!(
+            out,
+            "note: on {} tasks the kept answer tested again disagrees with the run's verdict",
+            s.kept_disagrees
+        );
+    }
+    out
+}
