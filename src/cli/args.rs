@@ -180,8 +180,8 @@ impl RemoteArgs {
     }
 }
 
-/// `--select central|review|likely` chooses among checked answers: without the names check there are
-/// none (without a choice, `first` is taken then: see [`Select::or_default`]).
+/// `--select central|review|likely` chooses among checked answers: without the names check
+/// there are none (without a choice, `first` is taken then: see [`Select::or_default`]).
 pub fn check_select(select: Option<Select>, no_grounding: bool) -> Result<()> {
     match select {
         Some(s) if no_grounding && s.pools() => bail!(

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::metrics::failure;
+use super::metrics::verdict;
 use super::report::run_records;
 use super::EvalError;
 
@@ -61,7 +61,7 @@ pub fn compare_by_task(runs: &[Vec<PathBuf>]) -> Result<TaskComparison, EvalErro
         let method = info.method;
         let mut tasks = BTreeMap::new();
         for r in records {
-            let outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);
+            let outcome = verdict(&r.result);
             let kinds = r.result.kinds.iter().map(|k| k.as_str().into()).collect();
             tasks.insert(r.result.namespace, (kinds, outcome));
         }

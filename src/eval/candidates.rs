@@ -1,7 +1,8 @@
 //! Every answer a run chose from, scored on its own (`eval --candidates-of RUN`): how often each
-//! kind of answer passes, how often some answer passes, and what the selections `central` and
-//! `review` keep when replayed on the run's own recorded centrality and reviews. What a better
-//! choice among the same answers could gain, without generating again.
+//! kind of answer passes, how often some answer passes, and what the selections `central`,
+//! `review` and `likely` keep when replayed on the run's own recorded centrality, reviews and
+//! likelihoods. What a better choice among the same answers could gain, without generating
+//! again.
 //!
 //! OUT holds `tasks/<namespace>/candidates.json` per task (written atomically; a resumed study
 //! skips the tasks it holds) and `candidates.json`, the study of the last finished invocation.
@@ -15,7 +16,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use super::batch::{read_json, task_dir, tasks_sha256, write_json};
-use super::metrics::failure;
+use super::metrics::verdict;
 use super::pipelines::task_target;
 use super::report::run_records;
 use super::runner::{run_task, RunnerConfig};
@@ -148,6 +149,16 @@ pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Stud
                 cfg.tasks_file.display()
             )));
         };
+        // A task studied before is read back, its trace not again.
+        let path = task_dir(&cfg.out, name).join("candidates.json");
+        if let Some(mut done) = read_json::<TaskCandidates>(&path) {
+            if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&done)) {
+                score_likelihoods(llm, task, cfg, &mut done)?;
+                write_json(&path, &done)?;
+            }
+            studied.push(done);
+            continue;
+        }
         let pool = cfg
             .run
             .iter()
@@ -158,16 +169,7 @@ pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Stud
             without_pool += 1;
             continue;
         };
-        let path = task_dir(&cfg.out, name).join("candidates.json");
-        if let Some(mut done) = read_json::<TaskCandidates>(&path) {
-            if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&done)) {
-                score_likelihoods(llm, task, cfg, &mut done)?;
-                write_json(&path, &done)?;
-            }
-            studied.push(done);
-            continue;
-        }
-        let run_outcome = failure(&r.result).map_or_else(|| "pass".to_string(), |f| f.cause);
+        let run_outcome = verdict(&r.result);
         let mut pool = TaskCandidates {
             namespace: name.clone(),
             run_outcome,
@@ -253,7 +255,7 @@ fn test_pools(
                             continue;
                         }
                         let r = run_task(task, &c.body, &cfg.source_root, &cfg.runner, cfg.cancel);
-                        c.outcome = failure(&r).map_or_else(|| "pass".to_string(), |f| f.cause);
+                        c.outcome = verdict(&r);
                         tested.insert(c.body.clone(), c.outcome.clone());
                     }
                     if cfg.cancel.load(Ordering::SeqCst) {

@@ -78,6 +78,11 @@ pub struct Failure {
 /// Most characters of a failure's detail line.
 pub const DETAIL_CHARS: usize = 200;
 
+/// A result in one word: `pass`, or the cause of its [`failure`].
+pub fn verdict(r: &TaskResult) -> String {
+    failure(r).map_or_else(|| "pass".to_string(), |f| f.cause)
+}
+
 /// Why `r` did not pass; `None` for a pass. Read from the saved output, so older runs get
 /// causes too.
 pub fn failure(r: &TaskResult) -> Option<Failure> {
