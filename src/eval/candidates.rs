@@ -198,11 +198,17 @@ pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Stud
 
 /// Whether a pool's answers with the fewest problems have their likelihoods.
 fn scored(pool: &TaskCandidates) -> bool {
-    let fewest = pool.candidates.iter().map(|c| c.problems).min();
-    pool.candidates
-        .iter()
-        .filter(|c| Some(c.problems) == fewest)
-        .all(|c| c.likelihood.is_some())
+    let c = &pool.candidates;
+    select::likely_ranks(&likelihoods(c), &eligible(c)).is_some()
+}
+
+/// The answers a selection may keep ([`select::eligible`]).
+fn eligible(c: &[Candidate]) -> Vec<bool> {
+    select::eligible(&c.iter().map(|x| x.problems).collect::<Vec<_>>())
+}
+
+fn likelihoods(c: &[Candidate]) -> Vec<Option<f64>> {
+    c.iter().map(|x| x.likelihood).collect()
 }
 
 /// Scores the likelihoods of the answers with the fewest problems of `pool`.
@@ -216,9 +222,7 @@ fn score_likelihoods(
         .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
     let c = &mut pool.candidates;
     let bodies: Vec<&str> = c.iter().map(|x| x.body.as_str()).collect();
-    let fewest = c.iter().map(|x| x.problems).min().unwrap_or(0);
-    let eligible: Vec<bool> = c.iter().map(|x| x.problems == fewest).collect();
-    let found = select::likelihoods(llm, &target, &bodies, &eligible)
+    let found = select::likelihoods(llm, &target, &bodies, &eligible(c))
         .map_err(|e| EvalError::task(&task.namespace, format!("likelihoods: {e}")))?;
     for (x, l) in c.iter_mut().zip(found.scores) {
         x.likelihood = l.map(|l| l.mean());
@@ -314,8 +318,7 @@ fn sum_up(pools: &[TaskCandidates]) -> Study {
             s.kept += usize::from(passes(k));
             s.kept_disagrees += usize::from(passes(k) != (p.run_outcome == "pass"));
         }
-        let fewest = c.iter().map(|x| x.problems).min().unwrap_or(0);
-        let eligible: Vec<bool> = c.iter().map(|x| x.problems == fewest).collect();
+        let eligible = eligible(c);
         s.some += usize::from((0..c.len()).any(passes));
         s.some_fewest += usize::from((0..c.len()).any(|i| eligible[i] && passes(i)));
         let centrality: Vec<f64> = c.iter().map(|x| x.centrality).collect();
@@ -326,13 +329,7 @@ fn sum_up(pools: &[TaskCandidates]) -> Study {
         };
         s.central += usize::from(replay(&vec![None; c.len()]));
         s.review += usize::from(replay(&reviews));
-        // As the pipeline ranks them: the best mean among the eligible, the first on a tie.
-        let likely: Option<Vec<f64>> = (0..c.len())
-            .map(|i| match eligible[i] {
-                true => c[i].likelihood,
-                false => Some(f64::NEG_INFINITY),
-            })
-            .collect();
+        let likely = select::likely_ranks(&likelihoods(c), &eligible);
         likely_kept.push(likely.map(|l| select::best(&l, &eligible).is_some_and(passes)));
     }
     // Replayed only where every pool can be.

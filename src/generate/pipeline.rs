@@ -501,8 +501,8 @@ pub fn run(
                 .collect();
             let bodies: Vec<&str> = answers.iter().map(|(_, body)| *body).collect();
             let scores = select::centrality(&bodies, target.lang);
-            let fewest = pool.iter().map(|(_, _, p)| *p).min().unwrap_or(0);
-            let eligible: Vec<bool> = pool.iter().map(|(_, _, p)| *p == fewest).collect();
+            let problems: Vec<usize> = pool.iter().map(|(_, _, p)| *p).collect();
+            let eligible = select::eligible(&problems);
             let mut likely = vec![None; pool.len()];
             if opts.select == Select::Likely {
                 let step_started = Instant::now();
@@ -521,13 +521,9 @@ pub fn run(
             }
             // Without every eligible answer's likelihood (Java, an engine that cannot score),
             // `likely` ranks as `review` does.
-            let scored: Option<Vec<f64>> = (0..pool.len())
-                .map(|i| match eligible[i] {
-                    true => likely[i].map(|l| l.mean()),
-                    false => Some(f64::NEG_INFINITY),
-                })
-                .collect();
-            let scored = scored.filter(|_| opts.select == Select::Likely);
+            let means: Vec<Option<f64>> = likely.iter().map(|l| l.map(|l| l.mean())).collect();
+            let scored =
+                select::likely_ranks(&means, &eligible).filter(|_| opts.select == Select::Likely);
             let mut reviews = vec![None; pool.len()];
             if opts.select == Select::Review || (opts.select == Select::Likely && scored.is_none())
             {

@@ -115,6 +115,22 @@ pub fn ranks(centrality: &[f64], reviews: &[Option<f64>], eligible: &[bool]) -> 
     out
 }
 
+/// Which answers a selection may keep: those with the fewest problems.
+pub fn eligible(problems: &[usize]) -> Vec<bool> {
+    let fewest = problems.iter().copied().min().unwrap_or(0);
+    problems.iter().map(|&p| p == fewest).collect()
+}
+
+/// `likely`'s ranks: each eligible answer's likelihood per token, the others nowhere
+/// (`-inf`); `None` when an eligible answer has none.
+pub fn likely_ranks(likelihoods: &[Option<f64>], eligible: &[bool]) -> Option<Vec<f64>> {
+    likelihoods
+        .iter()
+        .zip(eligible)
+        .map(|(&l, &e)| if e { l } else { Some(f64::NEG_INFINITY) })
+        .collect()
+}
+
 /// The index of the best score among the `eligible` answers, the first on a tie (callers put
 /// the greedy answer first); `None` when nothing is eligible.
 pub fn best(scores: &[f64], eligible: &[bool]) -> Option<usize> {
