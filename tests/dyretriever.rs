@@ -236,7 +236,7 @@ fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
     let mut opts = PipelineOptions::new(Method::Dycoder);
     opts.top_sim = 4;
     opts.dy = DyOptions::paper();
-    let run = pipeline::run(&mut llm, &view, &target, Some(&embeddings), &opts).unwrap();
+    let run = pipeline::run(&mut llm, &view, &target, Some(&embeddings), &opts, None).unwrap();
     let sources: Vec<(&str, &str)> = run
         .context
         .iter()
@@ -268,6 +268,7 @@ fn dycoder_context_is_dyretriever_first_then_dense_without_duplicates() {
         &target,
         None,
         &PipelineOptions::new(Method::Dense),
+        None,
     )
     .unwrap_err();
     assert!(err.to_string().contains("needs embeddings"), "{err}");
@@ -352,7 +353,7 @@ fn dycoder_on_java_finds_the_helper_and_writes_the_method() {
         embedder: &embedder,
         index: &index,
     };
-    let run = pipeline::run(&mut llm, &view, &target, Some(&e), &opts).unwrap();
+    let run = pipeline::run(&mut llm, &view, &target, Some(&e), &opts, None).unwrap();
     let from = |source: &str| -> Vec<&str> {
         run.context
             .iter()

@@ -206,3 +206,48 @@ fn tasks_generated_at_once_get_the_sequential_completions() {
 fn completion_of(run: &std::path::Path) -> String {
     std::fs::read_to_string(run.join("completions.jsonl")).unwrap()
 }
+
+/// `--select tests` runs the model's tests in a copy per answer, with the answer spliced in:
+/// per test, pass or not; the source tree untouched, the project's own tests not run.
+#[test]
+fn model_written_tests_run_against_each_answer_in_a_copy() {
+    use repohop::eval::runner::{run_model_tests, RunnerConfig};
+    use repohop::eval::tasks::load_function_tasks;
+    use repohop::generate::model_tests::ModelTests;
+    use std::sync::atomic::AtomicBool;
+
+    let tasks = load_function_tasks(&fixture().join("tasks.jsonl")).unwrap();
+    let add = tasks
+        .iter()
+        .find(|t| t.namespace == "calc.ops.add")
+        .unwrap();
+    let source = fixture().join("Source_Code");
+    let before = snapshot(&source);
+    let cfg = RunnerConfig {
+        python: python(),
+        ..RunnerConfig::default()
+    };
+    let code = "from calc.ops import add\n\n\
+                def test_generated_1():\n    assert add(1, 2) == 3\n\n\
+                def test_generated_2():\n    assert add(0, 0) == 0\n\n\
+                def test_generated_3():\n    open('written.txt', 'w').write('x')\n    assert add(2, 2) == 5\n";
+    let tests = ModelTests {
+        code: code.into(),
+        names: vec![
+            "test_generated_1".into(),
+            "test_generated_2".into(),
+            "test_generated_3".into(),
+        ],
+    };
+    let cancel = AtomicBool::new(false);
+    let run = |body: &str| run_model_tests(add, body, &source, &cfg, &tests, &cancel).unwrap();
+    assert_eq!(run("return a + b\n"), [true, true, false]);
+    assert_eq!(run("return a - b\n"), [false, true, false]);
+    assert_eq!(run("return undefined_name\n"), [false, false, false]);
+    assert_eq!(
+        run("pass\n"),
+        [false, false, false],
+        "a trivial body runs nothing"
+    );
+    assert_eq!(snapshot(&source), before, "the tests ran in copies");
+}

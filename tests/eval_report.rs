@@ -408,4 +408,42 @@ fn candidates_of_a_run_are_each_tested_and_the_selections_replayed() {
     let no_out = plain(None);
     assert!(!no_out.status.success());
     assert!(String::from_utf8_lossy(&no_out.stderr).contains("--candidates-of needs --out"));
+
+    // `tests` replayed with tests kept from an earlier study (no test is written again): both
+    // pools are split, and the tests keep the right answer of each, `scale`'s against the
+    // review.
+    let kept = tmp.path().join("model-tests");
+    std::fs::create_dir_all(&kept).unwrap();
+    let keep = |ns: &str, code: &str, names: &[&str]| {
+        let tests = serde_json::json!({"code": code, "names": names});
+        std::fs::write(kept.join(format!("{ns}.json")), tests.to_string()).unwrap();
+    };
+    keep(
+        "calc.ops.add",
+        "from calc.ops import add\n\ndef test_generated_1():\n    assert add(1, 2) == 3\n\n\
+         def test_generated_2():\n    assert add(2, 0) == 2\n",
+        &["test_generated_1", "test_generated_2"],
+    );
+    keep(
+        "calc.ops.scale",
+        "from calc.ops import scale\n\ndef test_generated_1():\n    assert scale([1, 3], 4) == [0.25, 0.75]\n",
+        &["test_generated_1"],
+    );
+    let s = summary(&study(&["--model-tests", kept.to_str().unwrap()]));
+    assert_eq!(
+        (s["tests"].as_u64(), s["review"].as_u64()),
+        (Some(2), Some(1)),
+        "{s}"
+    );
+    assert_eq!(s["tests_told_apart"], 2, "{s}");
+    let add = std::fs::read_to_string(out.join("tasks/calc.ops.add/candidates.json")).unwrap();
+    let add: serde_json::Value = serde_json::from_str(&add).unwrap();
+    let passed: Vec<Option<u64>> = add["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tests_passed"].as_u64())
+        .collect();
+    assert_eq!(passed, [Some(1), Some(2), None, Some(0)], "{add}");
+    assert_eq!(add["tests_run"], true);
 }

@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::process::Command;
 
+mod eval_common;
+
 use repohop::embed;
 use repohop::generate::pipeline::{self, Corpus, Embeddings, Method, PipelineOptions, Similarity};
 use repohop::generate::Target;
@@ -63,7 +65,7 @@ fn bm25_similarity_needs_no_embeddings_and_ranks_shared_identifiers_first() {
         ..PipelineOptions::new(Method::Dense)
     };
     assert_eq!(Method::Dense.corpus(Similarity::Bm25), None);
-    let run = pipeline::run(&mut FixedAnswer, &view, &target, None, &opts).unwrap();
+    let run = pipeline::run(&mut FixedAnswer, &view, &target, None, &opts, None).unwrap();
     assert_eq!(run.context.len(), 3);
     assert!(run.context.iter().all(|c| c.source == "bm25"));
     assert!(run
@@ -128,7 +130,7 @@ fn simplerag_serves_slices_but_none_that_shows_the_masked_target() {
         embedder: &embedder,
         index: &index,
     };
-    let run = pipeline::run(&mut FixedAnswer, &view, &target, Some(&e), &opts).unwrap();
+    let run = pipeline::run(&mut FixedAnswer, &view, &target, Some(&e), &opts, None).unwrap();
     assert_eq!(run.context.len(), 4);
     assert!(run.context.iter().all(|c| c.source == "simplerag"));
     assert!(!run
@@ -301,4 +303,79 @@ fn many_targets_give_one_line_each_and_the_same_functions_at_once() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("line 2: give either"), "{stderr}");
+}
+
+/// `--select tests` with the real default model: it writes tests for the target from its file,
+/// every answer a selection may keep runs them under the given Python in a copy of the
+/// repository, and the trace says how many each passed. The flags it needs are checked first.
+#[test]
+fn generate_keeps_the_answer_passing_most_of_the_models_tests() {
+    let cache = tempfile::tempdir().unwrap();
+    let generate = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args(["generate", "--repo"])
+            .arg(fixture_root())
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(["--target", "fspath.path.iteratepath", "--method", "direct"])
+            .args(["--max-tokens", "160", "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = |extra: &[&str], why: &str| {
+        let out = generate(extra);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+    };
+    refused(&["--select", "tests"], "give the Python that runs them");
+    refused(&["--python", "python3"], "it goes with --select tests");
+
+    let python = eval_common::python();
+    let before = eval_common::snapshot(&fixture_root());
+    let out = generate(&["--select", "tests", "--python", python.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        eval_common::snapshot(&fixture_root()),
+        before,
+        "answers ran in copies"
+    );
+    let steps = v["trace"]["steps"].as_array().unwrap();
+    assert_eq!(steps.last().unwrap()["step"], "tests", "{steps:?}");
+    let g = &v["trace"]["grounding"];
+    let candidates = g["candidates"].as_array().unwrap();
+    let fewest = candidates
+        .iter()
+        .map(|c| c["problems"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    let mut eligible: Vec<&str> = candidates
+        .iter()
+        .filter(|c| c["problems"].as_u64() == Some(fewest))
+        .map(|c| c["body"].as_str().unwrap())
+        .collect();
+    eligible.sort_unstable();
+    eligible.dedup();
+    if eligible.len() < 2 {
+        // Nothing to choose: no tests are written.
+        assert_eq!(
+            g["tests"]["error"], "one answer to choose from: no tests needed",
+            "{g}"
+        );
+        return;
+    }
+    let names = g["tests"]["written"]["names"]
+        .as_array()
+        .expect("tests written");
+    assert!(!names.is_empty(), "{}", g["tests"]);
+    assert!(g["tests"]["error"].is_null(), "{}", g["tests"]);
+    for c in candidates {
+        let passed = c["tests_passed"].as_u64();
+        match c["problems"].as_u64().unwrap() == fewest {
+            true => assert!(passed.is_some_and(|n| n as usize <= names.len()), "{c}"),
+            false => assert!(passed.is_none(), "{c}"),
+        }
+    }
 }

@@ -47,6 +47,12 @@ pub struct EvalArgs {
     /// `--select likely` does, with --model) and replay `likely` too.
     #[arg(long, requires = "candidates_of")]
     likelihood: bool,
+    /// With --candidates-of: replay `--select tests` too. The model (--model) writes tests for
+    /// each task whose answers a selection may keep do not all pass or all fail, kept in DIR
+    /// (one file per task, reused: several runs' studies can share them), and they run
+    /// against those answers.
+    #[arg(long, value_name = "DIR", requires = "candidates_of")]
+    model_tests: Option<PathBuf>,
     /// Generate with this method: reference, not-implemented, direct, dense, simplerag,
     /// dyretriever, dycoder; for line tasks none, vanilla, repocoder, graphcoder, saracoder.
     #[arg(long)]
@@ -80,8 +86,10 @@ pub struct EvalArgs {
     /// draw samples and the infilled answer for every task and keep, of those with the fewest
     /// problems, the one closest to all the others (`central`) plus the one whose code best
     /// explains the docstring (`review`); `first` (the default without it) keeps the greedy
-    /// answer unless another has fewer problems. Other than the default, the run is named
-    /// `<method>-<select>`.
+    /// answer unless another has fewer problems; `tests` also runs, against the answers with
+    /// the fewest problems, a few tests the model writes from the target's file and keeps the
+    /// one passing the most (a tie: as `review`); `likely` the body likeliest under the bare
+    /// request. Other than the default, the run is named `<method>-<select>`.
     #[arg(long, value_enum)]
     select: Option<Select>,
     /// The embedder of dense similarity (other than the default, the run is named
@@ -424,8 +432,10 @@ fn study_candidates(args: &EvalArgs, run: &Path) -> Result<()> {
         jobs: args.jobs,
         cancel: &STOP,
         progress: !args.quiet,
+        likelihood: args.likelihood,
+        model_tests: args.model_tests.clone(),
     };
-    let mut scorer = match args.likelihood {
+    let mut scorer = match args.likelihood || args.model_tests.is_some() {
         true => Some(CandleLlm::load(
             &args.model,
             &settings(args, Path::new("")).llm_options(),

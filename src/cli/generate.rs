@@ -4,6 +4,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use repohop::eval::runner::{RunnerConfig, TaskTests};
+use repohop::eval::tasks::FunctionTask;
+use repohop::generate::model_tests::{ModelTests, TestRunner};
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::select::Select;
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
@@ -12,10 +15,11 @@ use repohop::llm::{Engine, FinishReason, LlmOptions};
 use repohop::models::DEFAULT_GENERATOR;
 use repohop::repo::mask::MaskedView;
 use repohop::repo::write::{write_function, Placement, WriteOptions};
-use repohop::repo::{resolve_target, Repository};
+use repohop::repo::{resolve_target, FnId, Repository};
 use repohop::retrieve::dyretriever::{DyOptions, ExpandMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 
 use super::args::{EmbedArgs, RemoteArgs, RepoArgs};
 
@@ -102,9 +106,15 @@ pub struct GenerateArgs {
     /// draw samples and the infilled answer every time and keep, of those with the fewest
     /// problems, the one closest to all the others (`central`) plus the one whose code best
     /// explains the docstring (`review`); `first` (the default without it) keeps the greedy
-    /// answer unless another has fewer problems.
+    /// answer unless another has fewer problems; `tests` also runs, with `--python`, a few
+    /// tests the model writes from the target's file against the answers with the fewest
+    /// problems and keeps the one passing the most (a tie: as `review`).
     #[arg(long, value_enum)]
     pub select: Option<Select>,
+    /// With `--select tests`: the Python (with pytest and the repository's dependencies) that
+    /// runs the model's tests, each answer in a sandboxed copy of the repository.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
     /// Most tokens of the target's own file in the prompt.
     #[arg(long, default_value_t = 2048)]
     pub local_budget: usize,
@@ -144,6 +154,14 @@ pub struct GenerateArgs {
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     super::args::check_select(args.select, args.no_grounding)?;
+    match (args.select == Some(Select::Tests), &args.python) {
+        (true, None) => bail!(
+            "--select tests runs the tests the model writes: give the Python that runs them \
+             (--python /path/to/venv/bin/python, with pytest and the repository's dependencies)"
+        ),
+        (false, Some(_)) => bail!("--python runs the model's tests: it goes with --select tests"),
+        _ => {}
+    }
     let repo = args.repo.open()?;
     if let Some(file) = &args.targets {
         return super::generate_many::run(&args, &repo, file);
@@ -161,11 +179,12 @@ pub fn run(args: GenerateArgs) -> Result<()> {
     let engine = args.remote.connect()?.map(Engine::Remote);
     let mut session = Session::load(session_options(&args, engine))?;
     let load_s = session.load_s;
+    let tests = ModelTestsRun::new(&args, &repo, id)?;
     let SessionRun {
         run,
         indexing_s: index_s,
         index_report,
-    } = session.run(&repo, &view, &target)?;
+    } = session.run(&repo, &view, &target, tests.as_ref().map(|t| t as _))?;
     if let Some(why) = index_report.and_then(|r| r.rebuilt) {
         eprintln!("warning: embedding cache was unusable and is rebuilt: {why}");
     }
@@ -431,4 +450,54 @@ fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target>
     let text = std::fs::read_to_string(signature)
         .with_context(|| format!("cannot read {}", signature.display()))?;
     new_target_text(repo, file, &text)
+}
+
+/// `--select tests`: the model's tests of target `id`, run with `--python` in a sandboxed copy
+/// of the repository per answer. `None` without `--select tests`.
+pub(super) struct ModelTestsRun {
+    task: FunctionTask,
+    root: PathBuf,
+    cfg: RunnerConfig,
+    cancel: AtomicBool,
+}
+
+impl ModelTestsRun {
+    pub(super) fn new(
+        args: &GenerateArgs,
+        repo: &Repository,
+        id: Option<FnId>,
+    ) -> Result<Option<ModelTestsRun>> {
+        let Some(python) = args
+            .python
+            .clone()
+            .filter(|_| args.select == Some(Select::Tests))
+        else {
+            return Ok(None);
+        };
+        let Some(id) = id else {
+            bail!("--select tests runs answers in the target's place: it needs an existing target (--target), not a new function");
+        };
+        let f = repo.function(id);
+        Ok(Some(ModelTestsRun {
+            task: FunctionTask::in_repository(&f.qualname, &f.path),
+            root: repo.root().to_path_buf(),
+            cfg: RunnerConfig {
+                python,
+                ..RunnerConfig::default()
+            },
+            cancel: AtomicBool::new(false),
+        }))
+    }
+}
+
+impl TestRunner for ModelTestsRun {
+    fn run(&self, body: &str, tests: &ModelTests) -> std::result::Result<Vec<bool>, String> {
+        let runner = TaskTests {
+            task: &self.task,
+            source_root: &self.root,
+            cfg: &self.cfg,
+            cancel: &self.cancel,
+        };
+        runner.run(body, tests)
+    }
 }

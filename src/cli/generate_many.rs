@@ -16,7 +16,7 @@ use repohop::repo::{resolve_target, FnId, Repository};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::generate::{llm_options, new_target_text, session_options, GenerateArgs};
+use super::generate::{llm_options, new_target_text, session_options, GenerateArgs, ModelTestsRun};
 
 /// One line of the targets file.
 #[derive(Deserialize)]
@@ -84,7 +84,7 @@ pub fn run(args: &GenerateArgs, repo: &Repository, file: &Path) -> Result<()> {
             scope.spawn(move || {
                 while let Some((line, spec)) = specs.get(next.fetch_add(1, Ordering::SeqCst)) {
                     let t = Instant::now();
-                    let out = match one(&mut session, repo, spec) {
+                    let out = match one(&mut session, repo, spec, args) {
                         Ok(mut v) => {
                             v["line"] = json!(line);
                             v
@@ -123,7 +123,12 @@ pub fn run(args: &GenerateArgs, repo: &Repository, file: &Path) -> Result<()> {
 }
 
 /// One target's run, as the JSON line printed for it.
-fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_json::Value> {
+fn one(
+    session: &mut Session,
+    repo: &Repository,
+    spec: &Spec,
+    args: &GenerateArgs,
+) -> Result<serde_json::Value> {
     let (target, id): (Target, Option<FnId>) = match (&spec.target, &spec.signature, &spec.file) {
         (Some(t), _, _) => {
             let id = resolve_target(repo, t)?;
@@ -133,9 +138,10 @@ fn one(session: &mut Session, repo: &Repository, spec: &Spec) -> Result<serde_js
         _ => bail!("give either \"target\" or \"signature\" with \"file\""),
     };
     let view = MaskedView::new(repo, id, false);
+    let tests = ModelTestsRun::new(args, repo, id)?;
     let SessionRun {
         run, indexing_s, ..
-    } = session.run(repo, &view, &target)?;
+    } = session.run(repo, &view, &target, tests.as_ref().map(|t| t as _))?;
     let g = &run.generation;
     let r = &g.response;
     let (tokens_in, tokens_out) = run.generation_tokens();

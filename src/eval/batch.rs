@@ -713,6 +713,7 @@ fn prepare(
                 task,
                 source_root: &cfg.source_root,
                 cancel: cfg.cancel,
+                runner: &cfg.runner,
             };
             match m.generate(&input) {
                 Ok(g) => g,

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -19,11 +19,13 @@ use super::batch::{read_json, task_dir, tasks_sha256, write_json};
 use super::metrics::verdict;
 use super::pipelines::task_target;
 use super::report::run_records;
-use super::runner::{run_task, RunnerConfig};
+use super::runner::{run_task, RunnerConfig, TaskTests};
 use super::tasks::{load_function_tasks, FunctionTask};
 use super::EvalError;
-use crate::generate::select;
+use crate::generate::model_tests::{run_pool, write_in_view, ModelTests};
+use crate::generate::{select, GenerateOptions, CHARS_PER_TOKEN};
 use crate::llm::Llm;
+use crate::repo::mask::MaskedView;
 
 pub struct StudyConfig<'a> {
     /// The studied run: one directory, or its shard directories.
@@ -37,6 +39,13 @@ pub struct StudyConfig<'a> {
     pub cancel: &'a AtomicBool,
     /// One line per finished task on stderr.
     pub progress: bool,
+    /// Score the likelihoods the answers lack (`likely` replayed on every pool).
+    pub likelihood: bool,
+    /// Run `--select tests` too: the model's tests for each task (kept here, one file per
+    /// task, shared by the studies of several runs) run against the answers of the pools
+    /// where the answers a selection may keep do not all pass or all fail (elsewhere no choice
+    /// changes the verdict).
+    pub model_tests: Option<PathBuf>,
 }
 
 /// One answer of a task's pool as the run's trace recorded it, and how its tests went.
@@ -55,6 +64,9 @@ pub struct Candidate {
     pub likelihood: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood_tokens: Option<usize>,
+    /// How many of the model's tests pass with this answer (see [`StudyConfig::model_tests`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_passed: Option<usize>,
     /// `pass`, or why not (the exception its test ended with, `timeout`, ...).
     #[serde(default)]
     pub outcome: String,
@@ -69,6 +81,9 @@ pub struct TaskCandidates {
     /// The label of the answer the run kept.
     pub kept: Option<String>,
     pub candidates: Vec<Candidate>,
+    /// The model's tests ran against this pool's answers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tests_run: bool,
 }
 
 /// How one kind of answer did over the studied tasks.
@@ -101,6 +116,12 @@ pub struct Study {
     /// likelihood.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub likely: Option<usize>,
+    /// `tests` replayed (with the model's tests), and the pools whose answers with the fewest
+    /// problems those tests told apart (not all passing as many).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests_told_apart: Option<usize>,
     /// Some answer passes; some answer with the fewest problems (what a selection may keep).
     pub some: usize,
     pub some_fewest: usize,
@@ -120,8 +141,9 @@ struct Pool {
 }
 
 /// Tests every answer in the pools of `cfg.run` and sums up what a selection could keep.
-/// With `scorer`, the answers with the fewest problems that have no likelihood are scored first.
-pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Study, EvalError> {
+/// `llm` scores the likelihoods the answers with the fewest problems lack (`cfg.likelihood`)
+/// and writes the model's tests (`cfg.model_tests`).
+pub fn study(cfg: &StudyConfig, mut llm: Option<&mut dyn Llm>) -> Result<Study, EvalError> {
     if cfg.jobs == 0 {
         return Err(EvalError::Invalid("--jobs must be at least 1".into()));
     }
@@ -152,7 +174,10 @@ pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Stud
         // A task studied before is read back, its trace not again.
         let path = task_dir(&cfg.out, name).join("candidates.json");
         if let Some(mut done) = read_json::<TaskCandidates>(&path) {
-            if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&done)) {
+            if let Some(llm) = llm
+                .as_deref_mut()
+                .filter(|_| cfg.likelihood && !scored(&done))
+            {
                 score_likelihoods(llm, task, cfg, &mut done)?;
                 write_json(&path, &done)?;
             }
@@ -175,25 +200,119 @@ pub fn study(cfg: &StudyConfig, mut scorer: Option<&mut dyn Llm>) -> Result<Stud
             run_outcome,
             kept: pool.kept_selected,
             candidates: pool.candidates,
+            tests_run: false,
         };
-        if let Some(llm) = scorer.as_deref_mut().filter(|_| !scored(&pool)) {
+        if let Some(llm) = llm
+            .as_deref_mut()
+            .filter(|_| cfg.likelihood && !scored(&pool))
+        {
             score_likelihoods(llm, task, cfg, &mut pool)?;
         }
         todo.push((task, pool));
     }
     studied.extend(test_pools(cfg, todo)?);
+    if let Some(dir) = &cfg.model_tests {
+        let Some(llm) = llm else {
+            return Err(EvalError::Invalid(
+                "the model's tests need the model".into(),
+            ));
+        };
+        for pool in studied.iter_mut().filter(|p| !p.tests_run && split(p)) {
+            if cfg.cancel.load(Ordering::SeqCst) {
+                break;
+            }
+            judge_pool(llm, &tasks[&pool.namespace], cfg, dir, pool)?;
+        }
+    }
     if cfg.cancel.load(Ordering::SeqCst) {
         return Err(EvalError::Invalid(format!(
             "interrupted: {} tasks studied; run the same command to resume",
             studied.len()
         )));
     }
-    let mut out = sum_up(&studied);
+    let mut out = sum_up(&studied, cfg.model_tests.is_some());
     out.method = info.method;
     out.dirs = cfg.run.clone();
     out.without_pool = without_pool;
     write_json(&cfg.out.join("candidates.json"), &out)?;
     Ok(out)
+}
+
+/// Whether the answers a selection may keep do not all pass or all fail.
+fn split(pool: &TaskCandidates) -> bool {
+    let c = &pool.candidates;
+    let kept: Vec<bool> = (0..c.len())
+        .filter(|&i| eligible(c)[i])
+        .map(|i| c[i].outcome == "pass")
+        .collect();
+    kept.iter().any(|&p| p) && !kept.iter().all(|&p| p)
+}
+
+/// Runs the model's tests of `task` (read from `dir`, or written and kept there) against the
+/// answers with the fewest problems of `pool`, and writes the pool back.
+fn judge_pool(
+    llm: &mut dyn Llm,
+    task: &FunctionTask,
+    cfg: &StudyConfig,
+    dir: &Path,
+    pool: &mut TaskCandidates,
+) -> Result<(), EvalError> {
+    let path = dir.join(format!("{}.json", task.namespace));
+    let tests = match read_json::<ModelTests>(&path) {
+        Some(tests) => tests,
+        None => {
+            let (repo, id, target) = task_target(task, &cfg.source_root)
+                .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
+            let view = MaskedView::new(&repo, Some(id), false);
+            let budget = GenerateOptions::default().local_budget * CHARS_PER_TOKEN;
+            let written = write_in_view(llm, &view, &target, budget)
+                .map_err(|e| EvalError::task(&task.namespace, format!("tests: {e}")))?;
+            let tests = written.map(|(t, _)| t).unwrap_or_default();
+            write_json(&path, &tests)?;
+            tests
+        }
+    };
+    let c = &mut pool.candidates;
+    let bodies: Vec<&str> = c.iter().map(|x| x.body.as_str()).collect();
+    let runner = TaskTests {
+        task,
+        source_root: &cfg.source_root,
+        cfg: &cfg.runner,
+        cancel: cfg.cancel,
+    };
+    let (passed, error) = run_pool(&runner, &tests, &bodies, &eligible(c));
+    if cfg.cancel.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    // Unlike a pipeline, a study stops: an answer it cannot test would count as failing.
+    if let Some(e) = error {
+        return Err(EvalError::task(
+            &task.namespace,
+            format!("the model's tests: {e}"),
+        ));
+    }
+    for (x, p) in c.iter_mut().zip(passed) {
+        x.tests_passed = p;
+    }
+    pool.tests_run = true;
+    write_json(
+        &task_dir(&cfg.out, &pool.namespace).join("candidates.json"),
+        pool,
+    )?;
+    if cfg.progress {
+        let counts: Vec<String> = pool
+            .candidates
+            .iter()
+            .map(|x| x.tests_passed.map_or("-".into(), |n| n.to_string()))
+            .collect();
+        eprintln!(
+            "tests: {} ({} written; passed per answer: {})",
+            pool.namespace,
+            tests.names.len(),
+            counts.join(" ")
+        );
+    }
+    Ok(())
 }
 
 /// Whether a pool's answers with the fewest problems have their likelihoods.
@@ -294,14 +413,15 @@ fn test_pools(
     }
 }
 
-/// The study's figures over tested pools.
-fn sum_up(pools: &[TaskCandidates]) -> Study {
+/// The study's figures over tested pools; with `tests`, `tests` replayed too.
+fn sum_up(pools: &[TaskCandidates], tests: bool) -> Study {
     let mut s = Study {
         tasks: pools.len(),
         ..Study::default()
     };
     // Per pool, whether `likely` keeps a passing answer (`None`: some answer has no likelihood).
     let mut likely_kept = Vec::new();
+    let (mut tests_kept, mut told_apart) = (0, 0);
     for p in pools {
         let c = &p.candidates;
         let passes = |i: usize| c[i].outcome == "pass";
@@ -329,6 +449,15 @@ fn sum_up(pools: &[TaskCandidates]) -> Study {
         };
         s.central += usize::from(replay(&vec![None; c.len()]));
         s.review += usize::from(replay(&reviews));
+        let passed: Vec<Option<usize>> = c.iter().map(|x| x.tests_passed).collect();
+        let ranks = select::tests_ranks(&passed, &select::ranks(&centrality, &reviews, &eligible));
+        tests_kept += usize::from(select::best(&ranks, &eligible).is_some_and(passes));
+        let mut counts: Vec<usize> = (0..c.len())
+            .filter(|&i| eligible[i])
+            .map(|i| passed[i].unwrap_or(0))
+            .collect();
+        counts.dedup();
+        told_apart += usize::from(counts.len() > 1);
         let likely = select::likely_ranks(&likelihoods(c), &eligible);
         likely_kept.push(likely.map(|l| select::best(&l, &eligible).is_some_and(passes)));
     }
@@ -337,6 +466,10 @@ fn sum_up(pools: &[TaskCandidates]) -> Study {
         .into_iter()
         .map(|k| k.map(usize::from))
         .sum::<Option<usize>>();
+    if tests {
+        s.tests = Some(tests_kept);
+        s.tests_told_apart = Some(told_apart);
+    }
     s
 }
 
@@ -363,6 +496,12 @@ pub fn study_markdown(s: &Study) -> String {
     );
     if let Some(n) = s.likely {
         let _ = writeln!(out, "replayed `likely`: {n}");
+    }
+    if let (Some(n), Some(apart)) = (s.tests, s.tests_told_apart) {
+        let _ = writeln!(
+            out,
+            "replayed `tests`: {n} (the model's tests told the answers apart in {apart} pools)"
+        );
     }
     if s.kept_disagrees > 0 {
         let _ = writeln!(

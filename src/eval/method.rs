@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::body;
-use super::runner::read_target;
+use super::runner::{read_target, RunnerConfig};
 use super::tasks::FunctionTask;
 
 /// Time and tokens spent in one phase of a pipeline (indexing, retrieval, generation, ...).
@@ -48,6 +48,8 @@ pub struct MethodInput<'a> {
     /// Set when the user interrupts the run: a long generation may stop early (its error is
     /// then not recorded, so the task is generated again on resume).
     pub cancel: &'a AtomicBool,
+    /// How the run tests answers: `--select tests` runs the model's tests this way too.
+    pub runner: &'a RunnerConfig,
 }
 
 pub type MethodError = Box<dyn std::error::Error + Send + Sync>;

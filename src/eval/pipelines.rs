@@ -12,6 +12,7 @@ use super::locate;
 use super::method::{
     Generated, Method, MethodError, MethodInput, NotImplemented, Phase, Reference,
 };
+use super::runner::TaskTests;
 use super::tasks::{FunctionTask, Requirement};
 use crate::embed;
 use crate::generate::pipeline::{self, ContextItem, Method as Kind, PipelineOptions, Similarity};
@@ -243,9 +244,15 @@ impl Method for Pipeline {
         let task = input.task;
         let (repo, id, target) = task_target(task, input.source_root)?;
         let view = MaskedView::new(&repo, Some(id), false);
+        let tests = TaskTests {
+            task,
+            source_root: input.source_root,
+            cfg: input.runner,
+            cancel: input.cancel,
+        };
         let SessionRun {
             run, indexing_s, ..
-        } = self.session.run(&repo, &view, &target)?;
+        } = self.session.run(&repo, &view, &target, Some(&tests))?;
         let opts = &self.session.options;
         let dy = &run.dyretriever;
         let mut phases = vec![Phase {

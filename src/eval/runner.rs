@@ -14,6 +14,7 @@ use super::locate;
 use super::sandbox::{self, Exit, Limits};
 use super::tasks::{DepKind, FunctionTask};
 use super::EvalError;
+use crate::generate::model_tests::{ModelTests, TestRunner};
 
 /// How tests are run.
 #[derive(Debug, Clone)]
@@ -168,91 +169,13 @@ fn try_run(
             Some("body is empty or only `pass`".into()),
         ));
     }
-    let availability = sandbox::availability();
-    if !availability.sandboxed() {
-        if cfg.require_sandbox {
-            return Err(EvalError::task(
-                &task.namespace,
-                format!(
-                    "the sandbox is required but unavailable: {}",
-                    availability.reason.as_deref().unwrap_or("no namespaces")
-                ),
-            ));
-        }
-        sandbox::warn_unsandboxed();
-    }
-    let (text, span) = read_target(task, source_root)?;
-    let project = source_root.join(&task.project_path);
-    let tmp = tempfile::Builder::new()
-        .prefix("repohop-eval-")
-        .tempdir_in(sandbox::work_base())
-        .map_err(|e| EvalError::task(&task.namespace, format!("cannot make a temp dir: {e}")))?;
-    let copy = tmp.path().join("project");
-    sandbox::copy_project(&project, &copy).map_err(|e| {
-        EvalError::task(
-            &task.namespace,
-            format!(
-                "cannot copy {} to {}: {e}",
-                project.display(),
-                copy.display()
-            ),
-        )
-    })?;
-    // Never through a symlink: the completion path and its folders must be real in the copy.
-    sandbox::write_no_follow(
-        &copy,
-        Path::new(task.file_in_project()),
-        body::splice(&text, span, completion).as_bytes(),
-    )
-    .map_err(|e| {
-        EvalError::task(
-            &task.namespace,
-            format!("cannot write the completion into the copy: {e}"),
-        )
-    })?;
-    let home = tmp.path().join("home");
-    let scratch = tmp.path().join("tmp");
-    for d in [&home, &scratch] {
-        std::fs::create_dir_all(d).map_err(|e| EvalError::io(d, e))?;
-    }
-
-    let python = resolve_python(&cfg.python).ok_or_else(|| {
-        EvalError::task(
-            &task.namespace,
-            format!(
-                "Python `{}` not found; pass --python /path/to/venv/bin/python",
-                cfg.python.display()
-            ),
-        )
-    })?;
-    let env = scrubbed_env(&home, &scratch);
-    // The log stays outside the writable trees; the child writes it only through its fds.
-    let writable = vec![copy.clone(), home.clone(), scratch.clone()];
-    let log = tmp.path().join("pytest.log");
+    let copy = Spliced::new(task, completion, source_root, cfg)?;
     let deadline = Instant::now() + cfg.timeout;
     let mut result = TaskResult::new(task, Outcome::Pass, None);
     for test in &task.tests {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let limits = Limits {
-            timeout: remaining,
-            memory_bytes: cfg.memory_bytes,
-            file_size_bytes: cfg.file_size_bytes,
-            writable: writable.clone(),
-            network: cfg.allow_network,
-        };
-        let args: Vec<String> = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let exit = sandbox::run_limited(&python, &args, &copy, &env, &limits, &log, cancel)
-            .map_err(|e| {
-                EvalError::task(
-                    &task.namespace,
-                    format!("cannot run {}: {e}", python.display()),
-                )
-            })?;
+        let exit = copy.pytest(task, test, deadline, cfg, cancel)?;
         result.tests_run += 1;
-        result.output_tail = sandbox::tail(&log, cfg.output_tail);
+        result.output_tail = sandbox::tail(&copy.log, cfg.output_tail);
         let verdict = match exit {
             Exit::Code(0) => continue,
             Exit::Code(1) => (Outcome::Fail, format!("test {test} failed")),
@@ -273,6 +196,194 @@ fn try_run(
         break;
     }
     Ok(result)
+}
+
+/// Where model-written tests go in the copy: the project root, where `python -m pytest` puts
+/// the project's packages on the path.
+const MODEL_TESTS_FILE: &str = "test_repohop_model.py";
+/// All of one answer's model-written tests together: they are small, and an answer that loops
+/// must not hold the pipeline for the task timeout once per test.
+const MODEL_TESTS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs model-written tests (`--select tests`) against `completion` as the target's body, in
+/// the sandbox [`run_task`] uses: per test of `tests.names`, whether it passed.
+pub fn run_model_tests(
+    task: &FunctionTask,
+    completion: &str,
+    source_root: &Path,
+    cfg: &RunnerConfig,
+    tests: &ModelTests,
+    cancel: &AtomicBool,
+) -> Result<Vec<bool>, EvalError> {
+    if body::is_trivial(completion) {
+        return Ok(vec![false; tests.names.len()]);
+    }
+    let copy = Spliced::new(task, completion, source_root, cfg)?;
+    sandbox::create_no_follow(
+        &copy.root,
+        Path::new(MODEL_TESTS_FILE),
+        tests.code.as_bytes(),
+    )
+    .map_err(|e| EvalError::task(&task.namespace, format!("cannot write the tests: {e}")))?;
+    let deadline = Instant::now() + cfg.timeout.min(MODEL_TESTS_TIMEOUT);
+    let mut passed = Vec::new();
+    for name in &tests.names {
+        let id = format!("{MODEL_TESTS_FILE}::{name}");
+        match copy.pytest(task, &id, deadline, cfg, cancel)? {
+            Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
+            exit => passed.push(exit == Exit::Code(0)),
+        }
+    }
+    Ok(passed)
+}
+
+/// [`run_model_tests`] for one task, as generation's `--select tests` calls it.
+pub struct TaskTests<'a> {
+    pub task: &'a FunctionTask,
+    pub source_root: &'a Path,
+    pub cfg: &'a RunnerConfig,
+    pub cancel: &'a AtomicBool,
+}
+
+impl TestRunner for TaskTests<'_> {
+    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String> {
+        run_model_tests(
+            self.task,
+            body,
+            self.source_root,
+            self.cfg,
+            tests,
+            self.cancel,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A private copy of a task's project with a completion spliced in, and what running pytest
+/// there needs. Removed when dropped.
+struct Spliced {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    python: PathBuf,
+    env: Vec<(String, String)>,
+    writable: Vec<PathBuf>,
+    log: PathBuf,
+}
+
+impl Spliced {
+    fn new(
+        task: &FunctionTask,
+        completion: &str,
+        source_root: &Path,
+        cfg: &RunnerConfig,
+    ) -> Result<Spliced, EvalError> {
+        let availability = sandbox::availability();
+        if !availability.sandboxed() {
+            if cfg.require_sandbox {
+                return Err(EvalError::task(
+                    &task.namespace,
+                    format!(
+                        "the sandbox is required but unavailable: {}",
+                        availability.reason.as_deref().unwrap_or("no namespaces")
+                    ),
+                ));
+            }
+            sandbox::warn_unsandboxed();
+        }
+        let (text, span) = read_target(task, source_root)?;
+        let project = source_root.join(&task.project_path);
+        let tmp = tempfile::Builder::new()
+            .prefix("repohop-eval-")
+            .tempdir_in(sandbox::work_base())
+            .map_err(|e| {
+                EvalError::task(&task.namespace, format!("cannot make a temp dir: {e}"))
+            })?;
+        let copy = tmp.path().join("project");
+        sandbox::copy_project(&project, &copy).map_err(|e| {
+            EvalError::task(
+                &task.namespace,
+                format!(
+                    "cannot copy {} to {}: {e}",
+                    project.display(),
+                    copy.display()
+                ),
+            )
+        })?;
+        // Never through a symlink: the completion path and its folders must be real in the copy.
+        sandbox::write_no_follow(
+            &copy,
+            Path::new(task.file_in_project()),
+            body::splice(&text, span, completion).as_bytes(),
+        )
+        .map_err(|e| {
+            EvalError::task(
+                &task.namespace,
+                format!("cannot write the completion into the copy: {e}"),
+            )
+        })?;
+        let home = tmp.path().join("home");
+        let scratch = tmp.path().join("tmp");
+        for d in [&home, &scratch] {
+            std::fs::create_dir_all(d).map_err(|e| EvalError::io(d, e))?;
+        }
+        let python = resolve_python(&cfg.python).ok_or_else(|| {
+            EvalError::task(
+                &task.namespace,
+                format!(
+                    "Python `{}` not found; pass --python /path/to/venv/bin/python",
+                    cfg.python.display()
+                ),
+            )
+        })?;
+        let env = scrubbed_env(&home, &scratch);
+        // The log stays outside the writable trees; the child writes it only through its fds.
+        let log = tmp.path().join("pytest.log");
+        Ok(Spliced {
+            writable: vec![copy.clone(), home, scratch],
+            root: copy,
+            python,
+            env,
+            log,
+            _tmp: tmp,
+        })
+    }
+
+    /// `python -m pytest -x -q TEST` in the copy, until `deadline`.
+    fn pytest(
+        &self,
+        task: &FunctionTask,
+        test: &str,
+        deadline: Instant,
+        cfg: &RunnerConfig,
+        cancel: &AtomicBool,
+    ) -> Result<Exit, EvalError> {
+        let limits = Limits {
+            timeout: deadline.saturating_duration_since(Instant::now()),
+            memory_bytes: cfg.memory_bytes,
+            file_size_bytes: cfg.file_size_bytes,
+            writable: self.writable.clone(),
+            network: cfg.allow_network,
+        };
+        let args: Vec<String> = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        sandbox::run_limited(
+            &self.python,
+            &args,
+            &self.root,
+            &self.env,
+            &limits,
+            &self.log,
+            cancel,
+        )
+        .map_err(|e| {
+            EvalError::task(
+                &task.namespace,
+                format!("cannot run {}: {e}", self.python.display()),
+            )
+        })
+    }
 }
 
 /// Only what pytest needs; nothing from the caller's environment leaks into generated code.

@@ -87,6 +87,16 @@ fn copy_tree(root: &Path, src: &Path, dst: &Path, depth: usize) -> io::Result<()
 /// folder on the way and the file itself are opened with `O_NOFOLLOW`, and `..` or an
 /// absolute path is refused. The file must exist (it was copied from the project).
 pub fn write_no_follow(root: &Path, rel: &Path, data: &[u8]) -> io::Result<()> {
+    write_at(root, rel, data, false)
+}
+
+/// [`write_no_follow`], creating the file when it is missing (a file the harness adds, such as
+/// the model's tests).
+pub fn create_no_follow(root: &Path, rel: &Path, data: &[u8]) -> io::Result<()> {
+    write_at(root, rel, data, true)
+}
+
+fn write_at(root: &Path, rel: &Path, data: &[u8], create: bool) -> io::Result<()> {
     let refuse = |why: &str| {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -125,9 +135,13 @@ pub fn write_no_follow(root: &Path, rel: &Path, data: &[u8]) -> io::Result<()> {
         })?;
     }
     let name = cstr(file)?;
-    let flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-    // SAFETY: as above.
-    let fd = unsafe { owned(libc::openat(dir.as_raw_fd(), name.as_ptr(), flags)) }.map_err(
+    let mut flags = libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    if create {
+        flags |= libc::O_CREAT;
+    }
+    let mode: libc::c_uint = 0o644;
+    // SAFETY: as above (the mode is read only with O_CREAT).
+    let fd = unsafe { owned(libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode)) }.map_err(
         |e| match e.raw_os_error() {
             Some(libc::ELOOP) => refuse("is a symlink"),
             Some(libc::ENOENT) => refuse("missing from the copy (a symlink leaving the project?)"),

@@ -125,6 +125,23 @@ impl FunctionTask {
     }
 
     /// `completion_path` relative to the project root.
+    /// Regenerating `qualname` of the repository file `path`, the repository being the source
+    /// root: no recorded positions or tests (`generate --select tests` runs the model's).
+    pub fn in_repository(qualname: &str, path: &str) -> Self {
+        FunctionTask {
+            namespace: qualname.to_string(),
+            kind: None,
+            project_path: String::new(),
+            completion_path: path.to_string(),
+            signature_position: None,
+            body_position: None,
+            dependency: Dependency::default(),
+            requirement: None,
+            tests: Vec::new(),
+            indent: None,
+        }
+    }
+
     pub fn file_in_project(&self) -> &str {
         let rel = self
             .completion_path

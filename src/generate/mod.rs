@@ -6,6 +6,7 @@ pub mod complete;
 pub mod grounding;
 pub mod line;
 pub mod local;
+pub mod model_tests;
 pub mod pipeline;
 pub mod postprocess;
 pub mod prompts;
@@ -207,7 +208,7 @@ pub const MAX_NEW_TOKENS: usize = 1024;
 
 /// Characters per token assumed when sizing the local view (code with Qwen's tokenizer runs
 /// 3–4; the whole prompt is then counted exactly).
-const CHARS_PER_TOKEN: usize = 3;
+pub(crate) const CHARS_PER_TOKEN: usize = 3;
 
 /// The result of the generation step, with everything needed to inspect it.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -7,11 +7,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::grounding::{self, Grounding};
+use super::model_tests::{self, ModelTests, TestRunner};
 use super::postprocess::dedent;
 use super::select::{self, Select};
 use super::{
     generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView,
-    PromptFormat, Retry, Target,
+    PromptFormat, Retry, Target, CHARS_PER_TOKEN,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
@@ -201,6 +202,17 @@ pub struct GroundingTrace {
     pub kept_selected: Option<String>,
     /// Why the answers have no review (the engine could not score; centrality alone chose).
     pub review_error: Option<String>,
+    /// With `--select tests`: the tests the model wrote, or why there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests: Option<TestsTrace>,
+}
+
+/// What `--select tests` ran the answers against.
+#[derive(Debug, Default, Serialize)]
+pub struct TestsTrace {
+    pub written: Option<ModelTests>,
+    /// Why there are no tests, or why an answer could not be tested (the first such error).
+    pub error: Option<String>,
 }
 
 /// One answer of the pool `--select central|review|likely` chooses from.
@@ -219,6 +231,10 @@ pub struct CandidateTrace {
     pub likelihood: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub likelihood_tokens: Option<usize>,
+    /// With `--select tests`, for the answers with the fewest problems: how many of the
+    /// model's tests pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests_passed: Option<usize>,
     /// The body as it would go under the target's header.
     pub body: String,
 }
@@ -334,12 +350,14 @@ impl From<DenseError> for PipelineError {
 
 /// Runs `opts.method` for the view's target. The paper runs dense retrieval and DyRetriever
 /// concurrently; on a CPU both compete for the same cores, so they run one after the other.
+/// `tests` runs the model's tests for `--select tests` (without it, that selection is `review`).
 pub fn run(
     llm: &mut dyn Llm,
     view: &MaskedView,
     target: &Target,
     embeddings: Option<&Embeddings>,
     opts: &PipelineOptions,
+    tests: Option<&dyn TestRunner>,
 ) -> Result<PipelineRun, PipelineError> {
     let started = Instant::now();
     let similar = similar_context(view, target, embeddings, opts)?;
@@ -525,8 +543,8 @@ pub fn run(
             let scored =
                 select::likely_ranks(&means, &eligible).filter(|_| opts.select == Select::Likely);
             let mut reviews = vec![None; pool.len()];
-            if opts.select == Select::Review || (opts.select == Select::Likely && scored.is_none())
-            {
+            let reviewed = matches!(opts.select, Select::Review | Select::Tests);
+            if reviewed || (opts.select == Select::Likely && scored.is_none()) {
                 let step_started = Instant::now();
                 let found = select::reviews(llm, target, &answers, &eligible)
                     .map_err(GenerateError::Llm)?;
@@ -536,23 +554,39 @@ pub fn run(
                 reviews = found.scores;
                 checked.review_error = checked.review_error.take().or(found.error);
             }
-            let ranks = scored.unwrap_or_else(|| select::ranks(&scores, &reviews, &eligible));
+            let mut ranks = scored.unwrap_or_else(|| select::ranks(&scores, &reviews, &eligible));
+            let mut passed = vec![None; pool.len()];
+            if opts.select == Select::Tests {
+                let step_started = Instant::now();
+                let judged = judge(llm, view, target, opts, tests, &bodies, &eligible)?;
+                passed = judged.passed;
+                ranks = select::tests_ranks(&passed, &ranks);
+                steps.push(StepTrace::new(
+                    "tests",
+                    step_started,
+                    judged.response.as_ref(),
+                ));
+                checked.tests = Some(judged.trace);
+            }
             if let Some(best) = select::best(&ranks, &eligible) {
                 checked.kept_selected = Some(pool[best].0.clone());
                 generation = pool[best].1.clone();
             }
             checked.candidates = pool
                 .into_iter()
-                .zip(scores.into_iter().zip(reviews).zip(likely))
+                .zip(scores.into_iter().zip(reviews).zip(likely).zip(passed))
                 .map(
-                    |((label, g, problems), ((centrality, review), likely))| CandidateTrace {
-                        label,
-                        problems,
-                        centrality,
-                        review,
-                        likelihood: likely.map(|l| l.mean()),
-                        likelihood_tokens: likely.map(|l| l.tokens),
-                        body: g.completion.body,
+                    |((label, g, problems), (((centrality, review), likely), passed))| {
+                        CandidateTrace {
+                            label,
+                            problems,
+                            centrality,
+                            review,
+                            likelihood: likely.map(|l| l.mean()),
+                            likelihood_tokens: likely.map(|l| l.tokens),
+                            tests_passed: passed,
+                            body: g.completion.body,
+                        }
                     },
                 )
                 .collect();
@@ -589,6 +623,76 @@ pub fn run(
         dyretriever_s,
         generation_s,
     })
+}
+
+/// What `--select tests` found: the trace, how many tests each answer passed, and the test
+/// writer's response.
+struct Judged {
+    trace: TestsTrace,
+    passed: Vec<Option<usize>>,
+    response: Option<GenerateResponse>,
+}
+
+/// `--select tests`: the model writes tests for a Python target from its file, and `runner` runs
+/// them against each `eligible` body. With one distinct eligible answer (nothing to choose), or
+/// without a runner, a file view or tests, nothing passes (the trace says why) and `review`
+/// decides; an engine failure other than a refused request ends the run.
+fn judge(
+    llm: &mut dyn Llm,
+    view: &MaskedView,
+    target: &Target,
+    opts: &PipelineOptions,
+    runner: Option<&dyn TestRunner>,
+    bodies: &[&str],
+    eligible: &[bool],
+) -> Result<Judged, PipelineError> {
+    let mut judged = Judged {
+        trace: TestsTrace::default(),
+        passed: vec![None; bodies.len()],
+        response: None,
+    };
+    let mut distinct: Vec<&str> = (0..bodies.len())
+        .filter(|&i| eligible[i])
+        .map(|i| bodies[i])
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let why = match runner {
+        _ if distinct.len() < 2 => "one answer to choose from: no tests needed",
+        None => "no way to run tests was given",
+        Some(_) if target.lang != crate::repo::Lang::Python => {
+            "tests are written for Python targets only"
+        }
+        Some(runner) => {
+            let budget = opts.generation.local_budget * CHARS_PER_TOKEN;
+            match model_tests::write_in_view(llm, view, target, budget) {
+                Ok(None) => "the target's file is not in view",
+                Ok(Some((written, response))) => {
+                    judged.response = Some(response);
+                    if written.names.is_empty() {
+                        judged.trace.written = Some(written);
+                        "the model's answer holds no test function"
+                    } else {
+                        let (passed, error) =
+                            model_tests::run_pool(runner, &written, bodies, eligible);
+                        judged.passed = passed;
+                        judged.trace = TestsTrace {
+                            written: Some(written),
+                            error,
+                        };
+                        return Ok(judged);
+                    }
+                }
+                Err(e @ (LlmError::InvalidRequest(_) | LlmError::PromptTooLong { .. })) => {
+                    judged.trace.error = Some(e.to_string());
+                    return Ok(judged);
+                }
+                Err(e) => return Err(GenerateError::Llm(e).into()),
+            }
+        }
+    };
+    judged.trace.error = Some(why.to_string());
+    Ok(judged)
 }
 
 /// Another answer (a sample, or the infilled one) checked for names: its trace, and the answer
@@ -729,6 +833,18 @@ mod tests {
     impl Llm for Scripted {
         fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
             self.calls.push(request.sampling);
+            if let Prompt::Chat(m) = &request.prompt {
+                if m[1].content.contains("`test_generated_1`") {
+                    let tests = "```python\nfrom calc import total\n\n\
+                                 def test_generated_1():\n    assert total(1, 2) == 3\n\n\
+                                 def test_generated_2():\n    assert total(0, 0) == 0\n```";
+                    return Ok(GenerateResponse {
+                        prompt_tokens: 200,
+                        generated_tokens: 30,
+                        ..GenerateResponse::new(tests.to_string(), FinishReason::Stop)
+                    });
+                }
+            }
             let infill = matches!(request.prompt, Prompt::Text(_));
             let clean = match request.sampling {
                 _ if infill => self.infill_clean,
@@ -801,9 +917,18 @@ mod tests {
     }
 
     fn run_selecting(
+        llm: Scripted,
+        samples: usize,
+        select: Select,
+    ) -> (PipelineRun, Vec<Sampling>) {
+        run_judged(llm, samples, select, None)
+    }
+
+    fn run_judged(
         mut llm: Scripted,
         samples: usize,
         select: Select,
+        tests: Option<&dyn TestRunner>,
     ) -> (PipelineRun, Vec<Sampling>) {
         let (_dir, repo) = temp_repository(&[(
             "calc.py",
@@ -817,7 +942,7 @@ mod tests {
             select,
             ..PipelineOptions::new(Method::Direct)
         };
-        let run = run(&mut llm, &view, &target, None, &opts).expect("run");
+        let run = run(&mut llm, &view, &target, None, &opts, tests).expect("run");
         (run, llm.calls)
     }
 
@@ -1070,5 +1195,76 @@ mod tests {
             .candidates
             .iter()
             .all(|c| c.likelihood.is_none()));
+    }
+
+    /// Runs the scripted tests by the answer's text: the outlier's running total passes both,
+    /// `return a + b` one; records each body it was given.
+    struct ByBody(std::sync::Mutex<Vec<String>>);
+
+    impl TestRunner for ByBody {
+        fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String> {
+            assert_eq!(tests.names, ["test_generated_1", "test_generated_2"]);
+            self.0.lock().unwrap().push(body.to_string());
+            Ok(vec![true, body.contains("total += b")])
+        }
+    }
+
+    #[test]
+    fn tests_selection_keeps_the_answer_passing_most_of_the_models_tests() {
+        let runner = ByBody(Default::default());
+        let (run, calls) = run_judged(outlier(), 3, Select::Tests, Some(&runner));
+        assert_eq!(
+            calls.len(),
+            6,
+            "greedy, three samples, the infilled answer, the tests"
+        );
+        let g = &run.grounding;
+        let passed: Vec<(&str, Option<usize>)> = g
+            .candidates
+            .iter()
+            .map(|c| (c.label.as_str(), c.tests_passed))
+            .collect();
+        // Only the answers with the fewest problems run, each distinct body once.
+        assert_eq!(
+            passed,
+            [
+                ("first", Some(2)),
+                ("sample1", Some(1)),
+                ("sample2", None),
+                ("sample3", None),
+                ("infill", Some(1))
+            ]
+        );
+        let mut distinct: Vec<&str> = g
+            .candidates
+            .iter()
+            .filter(|c| c.tests_passed.is_some())
+            .map(|c| c.body.as_str())
+            .collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let ran = runner.0.lock().unwrap();
+        assert_eq!(ran.len(), distinct.len(), "{ran:?}");
+        // The review prefers `sample1` (see above); the tests overrule it.
+        assert_eq!(g.kept_selected.as_deref(), Some("first"));
+        let tests = g.tests.as_ref().expect("traced");
+        assert_eq!(tests.error, None);
+        let written = tests.written.as_ref().expect("written");
+        assert!(written.code.starts_with("from calc import total\n"));
+        let steps: Vec<&str> = run.steps.iter().map(|s| s.step).collect();
+        assert_eq!(steps, ["first", "retries", "infill", "review", "tests"]);
+        assert_eq!(
+            (run.steps[4].prompt_tokens, run.steps[4].generated_tokens),
+            (200, 30)
+        );
+
+        // Without a way to run them, no tests are written and the review decides.
+        let (run, calls) = run_judged(outlier(), 3, Select::Tests, None);
+        assert_eq!(calls.len(), 5);
+        let g = &run.grounding;
+        assert_eq!(g.kept_selected.as_deref(), Some("sample1"));
+        let error = g.tests.as_ref().and_then(|t| t.error.as_deref());
+        assert_eq!(error, Some("no way to run tests was given"));
+        assert!(g.candidates.iter().all(|c| c.tests_passed.is_none()));
     }
 }

@@ -114,6 +114,32 @@ pub fn generation_request(
     out
 }
 
+/// The test writer's turn (`--select tests`): the target's file with its place marked, the
+/// calls of it the file view does not show, the target's header and docstring, and a request
+/// for `count` pytest functions `test_generated_1` … importing what they use from `module`.
+pub fn test_request(target: &Target, module: &str, local: &LocalContext, count: usize) -> String {
+    let names: Vec<String> = (1..=count)
+        .map(|i| format!("`test_generated_{i}`"))
+        .collect();
+    let mut out = format!(
+        "The file `{}` (module `{module}`), where the function below goes (`# ...` marks \
+         code left out):\n\n```python\n{}```\n\n",
+        target.path, local.text
+    );
+    out.push_str(&usages_section(Lang::Python, &target.name, &local.usages));
+    out.push_str(&format!(
+        "The function, not written yet:\n\n```python\n{}\n```\n\n\
+         Write {count} short pytest test functions, {}, that check it does what its docstring \
+         says. Import what you use from `{module}` at the top; build objects the way the file's \
+         own code does (its constructors and arguments as shown). Each test: small concrete \
+         inputs and at most three asserts of what the docstring promises; no fixtures, no \
+         mocks, no files outside a temporary directory. Reply with one ```python code block.",
+        target.prompt_text().trim_end(),
+        names.join(", ")
+    ));
+    out
+}
+
 /// The reviewer's turn: an answer's `code` (ending with a newline), and the request whose
 /// answer the target's documentation is scored as (see [`super::select::reviews`]).
 pub fn review_request(lang: Lang, code: &str) -> String {

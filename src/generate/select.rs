@@ -29,6 +29,11 @@ pub enum Select {
     /// likely per token under the bare request for the target (no repository context);
     /// where that cannot be scored (Java, an engine that cannot score), as `review`.
     Likely,
+    /// As `review`, with the answers that pass the most of a few tests the model writes for
+    /// the target (from its file, header and docstring) ranked first. Needs a way to run them
+    /// (`eval`, or `generate --python`); Java targets and answers that cannot be tested rank
+    /// as `review`.
+    Tests,
 }
 
 impl Select {
@@ -38,6 +43,7 @@ impl Select {
             Select::Central => "central",
             Select::Review => "review",
             Select::Likely => "likely",
+            Select::Tests => "tests",
         }
     }
 
@@ -128,6 +134,17 @@ pub fn likely_ranks(likelihoods: &[Option<f64>], eligible: &[bool]) -> Option<Ve
         .iter()
         .zip(eligible)
         .map(|(&l, &e)| if e { l } else { Some(f64::NEG_INFINITY) })
+        .collect()
+}
+
+/// `tests`' ranks: the answers ranked by how many model-written tests they pass, a tie by
+/// `base` (the review's ranks); an answer that was not tested counts as passing none.
+pub fn tests_ranks(passed: &[Option<usize>], base: &[f64]) -> Vec<f64> {
+    // The review's ranks are sums of two standard scores: far below this step.
+    const STEP: f64 = 1e3;
+    base.iter()
+        .zip(passed)
+        .map(|(&b, p)| b + STEP * p.unwrap_or(0) as f64)
         .collect()
 }
 

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
+use super::model_tests::TestRunner;
 use super::pipeline::{self, Corpus, Embeddings, PipelineError, PipelineOptions, PipelineRun};
 use super::Target;
 use crate::embed::{self, EmbedError, LocalEmbedder};
@@ -153,6 +154,7 @@ impl Session {
         repo: &Repository,
         view: &MaskedView,
         target: &Target,
+        tests: Option<&dyn TestRunner>,
     ) -> Result<SessionRun, SessionError> {
         let started = Instant::now();
         let mut index_report = None;
@@ -198,6 +200,7 @@ impl Session {
             target,
             embeddings.as_ref(),
             &self.options,
+            tests,
         );
         self.llm.set_session(None);
         let run = run?;

@@ -1,0 +1,152 @@
+//! `--select tests`: tests the model writes for the target, run against the answers a selection
+//! may keep. The model sees the target's file (the view generation shows, with the calls of the
+//! target) and its header and docstring, never an answer, and writes a few pytest functions;
+//! an answer's score is how many of them pass with it as the body. The tests are often wrong
+//! about exact values, so they only order the answers: the most tests passed wins, a tie goes
+//! to the review's ranking (see [`super::select::tests_ranks`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{prompts, LocalContext, LocalView, Target};
+use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
+use crate::repo::mask::MaskedView;
+
+/// Tests asked for per target.
+pub const TEST_COUNT: usize = 3;
+/// Room for three short tests and their imports.
+const MAX_TOKENS: usize = 700;
+
+/// The test module the model wrote.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelTests {
+    /// The answer's first code block.
+    pub code: String,
+    /// Its top-level `test_*` functions, in order.
+    pub names: Vec<String>,
+}
+
+/// Runs model-written tests against an answer.
+pub trait TestRunner: Sync {
+    /// Per test of `tests.names`, whether it passes with `body` as the target's body; an error
+    /// says why the answer could not be tested at all.
+    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String>;
+}
+
+/// The dotted module of a repository-relative Python path (`pkg/mod.py` → `pkg.mod`,
+/// `pkg/__init__.py` → `pkg`).
+pub fn module_name(path: &str) -> String {
+    let stem = path.strip_suffix(".py").unwrap_or(path);
+    let stem = stem.strip_suffix("/__init__").unwrap_or(stem);
+    stem.replace('/', ".")
+}
+
+/// [`write_tests`] with the target's file as `view` shows it, rendered within `budget_chars`
+/// (the view generation shows); `None` when the file is not in view.
+pub fn write_in_view(
+    llm: &mut dyn Llm,
+    view: &MaskedView,
+    target: &Target,
+    budget_chars: usize,
+) -> Result<Option<(ModelTests, GenerateResponse)>, LlmError> {
+    let Some(local) = LocalView::new(view, target) else {
+        return Ok(None);
+    };
+    write_tests(llm, target, &local.render(budget_chars)).map(Some)
+}
+
+/// Asks the model (greedy) for [`TEST_COUNT`] tests of `target` with `local` in view.
+pub fn write_tests(
+    llm: &mut dyn Llm,
+    target: &Target,
+    local: &LocalContext,
+) -> Result<(ModelTests, GenerateResponse), LlmError> {
+    let request = prompts::test_request(target, &module_name(&target.path), local, TEST_COUNT);
+    let prompt = Prompt::Chat(vec![
+        Message::system(prompts::system(target.lang)),
+        Message::user(request),
+    ]);
+    let response = llm.generate(&GenerateRequest {
+        max_new_tokens: MAX_TOKENS,
+        ..GenerateRequest::new(prompt)
+    })?;
+    let code = super::postprocess::code_blocks(&response.text)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let names = test_names(&code);
+    Ok((ModelTests { code, names }, response))
+}
+
+/// Runs `tests` against each `eligible` body (each distinct body once): how many pass per
+/// answer (`None`: not eligible, or not testable), and the first reason an answer could not
+/// be tested.
+pub fn run_pool(
+    runner: &dyn TestRunner,
+    tests: &ModelTests,
+    bodies: &[&str],
+    eligible: &[bool],
+) -> (Vec<Option<usize>>, Option<String>) {
+    let mut passed = vec![None; bodies.len()];
+    let mut error = None;
+    let mut seen: Vec<(&str, Option<usize>)> = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        if !eligible[i] {
+            continue;
+        }
+        if let Some((_, known)) = seen.iter().find(|(b, _)| b == body) {
+            passed[i] = *known;
+            continue;
+        }
+        let count = match runner.run(body, tests) {
+            Ok(each) => Some(each.iter().filter(|&&p| p).count()),
+            Err(e) => {
+                error.get_or_insert(e);
+                None
+            }
+        };
+        seen.push((body, count));
+        passed[i] = count;
+    }
+    (passed, error)
+}
+
+/// The module-level `def test_*` functions of `code`, each once (pytest runs no `async` test
+/// without a plugin).
+pub fn test_names(code: &str) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for line in code.lines() {
+        let Some(rest) = line.strip_prefix("def ") else {
+            continue;
+        };
+        let name = rest.split('(').next().unwrap_or("").trim();
+        let identifier = name.chars().all(|c| c.is_alphanumeric() || c == '_');
+        if name.starts_with("test") && identifier && !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modules_and_test_names_are_read_from_paths_and_code() {
+        assert_eq!(module_name("boltons/cacheutils.py"), "boltons.cacheutils");
+        assert_eq!(module_name("pkg/__init__.py"), "pkg");
+        assert_eq!(module_name("top.py"), "top");
+        let code = "import pytest\nfrom m import f\n\ndef helper():\n    pass\n\n\
+                    def test_generated_1():\n    assert f(1) == 2\n\n\
+                    async def test_async():\n    pass\n\n\
+                    def test_generated_2():\n    pass\n\n\
+                    class TestNested:\n    def test_inner(self):\n        pass\n\n\
+                    def test_generated_1():\n    pass\n";
+        assert_eq!(
+            test_names(code),
+            ["test_generated_1", "test_generated_2"],
+            "module-level tests only, each once"
+        );
+        assert!(test_names("no tests here\n").is_empty());
+    }
+}
