@@ -19,7 +19,7 @@ const MAX_TOKENS: usize = 700;
 /// The test module the model wrote.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelTests {
-    /// The answer's first code block.
+    /// The answer's first code block holding a test (or its first block).
     pub code: String,
     /// Its top-level `test_*` functions, in order.
     pub names: Vec<String>,
@@ -69,10 +69,7 @@ pub fn write_tests(
         max_new_tokens: MAX_TOKENS,
         ..GenerateRequest::new(prompt)
     })?;
-    let code = super::postprocess::code_blocks(&response.text)
-        .into_iter()
-        .next()
-        .unwrap_or_default();
+    let code = tests_block(&response.text);
     let names = test_names(&code);
     Ok((ModelTests { code, names }, response))
 }
@@ -108,6 +105,18 @@ pub fn run_pool(
         passed[i] = count;
     }
     (passed, error)
+}
+
+/// The first code block of `answer` that holds a test, else its first block: the model
+/// sometimes repeats the file before its tests.
+fn tests_block(answer: &str) -> String {
+    let blocks = super::postprocess::code_blocks(answer);
+    blocks
+        .iter()
+        .find(|b| !test_names(b).is_empty())
+        .or(blocks.first())
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The module-level `def test_*` functions of `code`, each once (pytest runs no `async` test
@@ -148,5 +157,9 @@ mod tests {
             "module-level tests only, each once"
         );
         assert!(test_names("no tests here\n").is_empty());
+        let answer = "```python\nclass Stack:\n    pass\n```\n\n\
+                      ```python\ndef test_push():\n    pass\n```\n";
+        assert_eq!(tests_block(answer), "def test_push():\n    pass\n");
+        assert_eq!(tests_block("```python\nx = 1\n```"), "x = 1\n");
     }
 }
