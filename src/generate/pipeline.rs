@@ -259,8 +259,9 @@ impl SampleTrace {
 #[derive(Debug, Clone, Serialize)]
 pub struct StepTrace {
     /// `first` (the greedy answer), `retries` (the repair round and the samples, decoded
-    /// together), `infill` (the fill-in-the-middle answer) or `review` (one scoring pass per
-    /// reviewed answer: prompt tokens only, the docstring scored counted with them).
+    /// together), `infill` (the fill-in-the-middle answer), `review` (one scoring pass per
+    /// reviewed answer: prompt tokens only, the docstring scored counted with them),
+    /// `likelihood` (as `review`) or `tests` (writing the model's tests and running them).
     pub step: &'static str,
     pub seconds: f64,
     pub prompt_tokens: usize,
