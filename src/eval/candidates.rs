@@ -241,9 +241,11 @@ pub fn study(cfg: &StudyConfig, mut llm: Option<&mut dyn Llm>) -> Result<Study, 
 /// Whether the answers a selection may keep do not all pass or all fail.
 fn split(pool: &TaskCandidates) -> bool {
     let c = &pool.candidates;
-    let kept: Vec<bool> = (0..c.len())
-        .filter(|&i| eligible(c)[i])
-        .map(|i| c[i].outcome == "pass")
+    let kept: Vec<bool> = c
+        .iter()
+        .zip(eligible(c))
+        .filter(|(_, e)| *e)
+        .map(|(x, _)| x.outcome == "pass")
         .collect();
     kept.iter().any(|&p| p) && !kept.iter().all(|&p| p)
 }
@@ -443,15 +445,13 @@ fn sum_up(pools: &[TaskCandidates], tests: bool) -> Study {
         s.some_fewest += usize::from((0..c.len()).any(|i| eligible[i] && passes(i)));
         let centrality: Vec<f64> = c.iter().map(|x| x.centrality).collect();
         let reviews: Vec<Option<f64>> = c.iter().map(|x| x.review).collect();
-        let replay = |reviews: &[Option<f64>]| {
-            let ranks = select::ranks(&centrality, reviews, &eligible);
-            select::best(&ranks, &eligible).is_some_and(passes)
-        };
-        s.central += usize::from(replay(&vec![None; c.len()]));
-        s.review += usize::from(replay(&reviews));
+        let keeps = |ranks: &[f64]| select::best(ranks, &eligible).is_some_and(passes);
+        let central = select::ranks(&centrality, &vec![None; c.len()], &eligible);
+        let review = select::ranks(&centrality, &reviews, &eligible);
+        s.central += usize::from(keeps(&central));
+        s.review += usize::from(keeps(&review));
         let passed: Vec<Option<usize>> = c.iter().map(|x| x.tests_passed).collect();
-        let ranks = select::tests_ranks(&passed, &select::ranks(&centrality, &reviews, &eligible));
-        tests_kept += usize::from(select::best(&ranks, &eligible).is_some_and(passes));
+        tests_kept += usize::from(keeps(&select::tests_ranks(&passed, &review)));
         let mut counts: Vec<usize> = (0..c.len())
             .filter(|&i| eligible[i])
             .map(|i| passed[i].unwrap_or(0))
@@ -459,7 +459,7 @@ fn sum_up(pools: &[TaskCandidates], tests: bool) -> Study {
         counts.dedup();
         told_apart += usize::from(counts.len() > 1);
         let likely = select::likely_ranks(&likelihoods(c), &eligible);
-        likely_kept.push(likely.map(|l| select::best(&l, &eligible).is_some_and(passes)));
+        likely_kept.push(likely.map(|l| keeps(&l)));
     }
     // Replayed only where every pool can be.
     s.likely = likely_kept
