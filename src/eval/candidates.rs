@@ -23,7 +23,7 @@ use super::runner::{run_task, RunnerConfig, TaskTests};
 use super::tasks::{load_function_tasks, FunctionTask};
 use super::EvalError;
 use crate::generate::model_tests::{run_pool, write_in_view, ModelTests};
-use crate::generate::{select, GenerateOptions, CHARS_PER_TOKEN};
+use crate::generate::{select, GenerateOptions};
 use crate::llm::Llm;
 use crate::repo::mask::MaskedView;
 
@@ -266,7 +266,7 @@ fn judge_pool(
             let (repo, id, target) = task_target(task, &cfg.source_root)
                 .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
             let view = MaskedView::new(&repo, Some(id), false);
-            let budget = GenerateOptions::default().local_budget * CHARS_PER_TOKEN;
+            let budget = GenerateOptions::default().local_budget;
             let written = write_in_view(llm, &view, &target, budget)
                 .map_err(|e| EvalError::task(&task.namespace, format!("tests: {e}")))?;
             let tests = written.map(|(t, _)| t).unwrap_or_default();

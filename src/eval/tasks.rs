@@ -124,7 +124,6 @@ impl FunctionTask {
         self.namespace.rsplit('.').next().unwrap_or(&self.namespace)
     }
 
-    /// `completion_path` relative to the project root.
     /// Regenerating `qualname` of the repository file `path`, the repository being the source
     /// root: no recorded positions or tests (`generate --select tests` runs the model's).
     pub fn in_repository(qualname: &str, path: &str) -> Self {
@@ -142,6 +141,7 @@ impl FunctionTask {
         }
     }
 
+    /// `completion_path` relative to the project root.
     pub fn file_in_project(&self) -> &str {
         let rel = self
             .completion_path

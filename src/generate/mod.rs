@@ -208,7 +208,7 @@ pub const MAX_NEW_TOKENS: usize = 1024;
 
 /// Characters per token assumed when sizing the local view (code with Qwen's tokenizer runs
 /// 3–4; the whole prompt is then counted exactly).
-pub(crate) const CHARS_PER_TOKEN: usize = 3;
+const CHARS_PER_TOKEN: usize = 3;
 
 /// The result of the generation step, with everything needed to inspect it.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -40,18 +40,19 @@ pub fn module_name(path: &str) -> String {
     stem.replace('/', ".")
 }
 
-/// [`write_tests`] with the target's file as `view` shows it, rendered within `budget_chars`
-/// (the view generation shows); `None` when the file is not in view.
+/// [`write_tests`] with the target's file as `view` shows it within `local_budget` tokens (the
+/// view generation shows at that budget); `None` when the file is not in view.
 pub fn write_in_view(
     llm: &mut dyn Llm,
     view: &MaskedView,
     target: &Target,
-    budget_chars: usize,
+    local_budget: usize,
 ) -> Result<Option<(ModelTests, GenerateResponse)>, LlmError> {
     let Some(local) = LocalView::new(view, target) else {
         return Ok(None);
     };
-    write_tests(llm, target, &local.render(budget_chars)).map(Some)
+    let local = local.render(local_budget * super::CHARS_PER_TOKEN);
+    write_tests(llm, target, &local).map(Some)
 }
 
 /// Asks the model (greedy) for [`TEST_COUNT`] tests of `target` with `local` in view.

@@ -12,7 +12,7 @@ use super::postprocess::dedent;
 use super::select::{self, Select};
 use super::{
     generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView,
-    PromptFormat, Retry, Target, CHARS_PER_TOKEN,
+    PromptFormat, Retry, Target,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
@@ -665,7 +665,7 @@ fn judge(
             "tests are written for Python targets only"
         }
         Some(runner) => {
-            let budget = opts.generation.local_budget * CHARS_PER_TOKEN;
+            let budget = opts.generation.local_budget;
             match model_tests::write_in_view(llm, view, target, budget) {
                 Ok(None) => "the target's file is not in view",
                 Ok(Some((written, response))) => {
