@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod eval_common;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
@@ -13,19 +15,6 @@ fn model() -> String {
         .join("embed/tiny-roberta")
         .to_string_lossy()
         .into_owned()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), t).unwrap();
-        }
-    }
 }
 
 fn repohop(args: &[&str]) -> serde_json::Value {
@@ -45,7 +34,7 @@ fn repohop(args: &[&str]) -> serde_json::Value {
 fn index_embed_is_incremental_and_search_prints_ranked_json() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("pyproj");
-    copy_dir(&fixtures().join("pyproj"), &repo);
+    eval_common::copy_dir(&fixtures().join("pyproj"), &repo);
     let r = repo.to_str().unwrap();
     let m = model();
 

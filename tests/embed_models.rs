@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use repohop::embed::{self, EmbedError, Embedder, LocalEmbedder, ModelDir, TextKind};
 
+mod eval_common;
 mod test_device;
 use test_device::test_device;
 
@@ -230,21 +231,8 @@ fn a_one_megabyte_function_is_truncated_and_counted() {
 /// A copy of a tiny model folder to break.
 fn broken_copy(name: &str) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    copy_dir(&fixtures().join(name), tmp.path());
+    eval_common::copy_dir(&fixtures().join(name), tmp.path());
     tmp
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn load_dir(dir: &Path) -> Result<LocalEmbedder, EmbedError> {
@@ -375,7 +363,7 @@ fn hub_repo_ids_resolve_from_the_local_cache_offline() {
     let home = tempfile::tempdir().unwrap();
     let repo = home.path().join("hub/models--acme--tiny-roberta");
     let commit = "0123456789abcdef0123456789abcdef01234567";
-    copy_dir(
+    eval_common::copy_dir(
         &fixtures().join("tiny-roberta"),
         &repo.join("snapshots").join(commit),
     );

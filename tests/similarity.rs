@@ -308,13 +308,16 @@ fn many_targets_give_one_line_each_and_the_same_functions_at_once() {
 /// `--select tests` with the real default model: it writes tests for the target from its file,
 /// every answer a selection may keep runs them under the given Python in a copy of the
 /// repository, and the trace says how many each passed. The flags it needs are checked first.
+/// It works on its own copy of the fixture: the other tests here write its symbol cache.
 #[test]
 fn generate_keeps_the_answer_passing_most_of_the_models_tests() {
     let cache = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    eval_common::copy_dir(&fixture_root().join("fspath"), &repo.path().join("fspath"));
     let generate = |extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_repohop"))
             .args(["generate", "--repo"])
-            .arg(fixture_root())
+            .arg(repo.path())
             .arg("--cache-dir")
             .arg(cache.path())
             .args(["--target", "fspath.path.iteratepath", "--method", "direct"])
@@ -332,13 +335,13 @@ fn generate_keeps_the_answer_passing_most_of_the_models_tests() {
     refused(&["--python", "python3"], "it goes with --select tests");
 
     let python = eval_common::python();
-    let before = eval_common::snapshot(&fixture_root());
+    let before = eval_common::snapshot(repo.path());
     let out = generate(&["--select", "tests", "--python", python.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        eval_common::snapshot(&fixture_root()),
+        eval_common::snapshot(repo.path()),
         before,
         "answers ran in copies"
     );

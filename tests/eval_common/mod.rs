@@ -27,6 +27,20 @@ pub fn python() -> PathBuf {
     p
 }
 
+/// Copies a directory tree (plain files and folders only), e.g. a fixture a test may change.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), t).unwrap();
+        }
+    }
+}
+
 /// Every file under `dir` with its bytes, sorted: to prove a tree was not touched.
 pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
