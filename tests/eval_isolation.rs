@@ -169,6 +169,38 @@ fn environment_is_scrubbed() {
     assert_eq!(s["passed"], 1, "{}", result(&run, "calc.ops.add"));
 }
 
+/// A Python under /tmp (a venv made there; here a link to the tests' venv) stays visible to
+/// the tests: the sandbox then leaves them the host's /tmp instead of a private one.
+#[test]
+fn a_python_under_tmp_runs_the_tests() {
+    if !sandbox_here("a_python_under_tmp_runs_the_tests") {
+        return;
+    }
+    let venv = python().parent().unwrap().parent().unwrap().to_path_buf();
+    let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let link = tmp.path().join("venv");
+    std::os::unix::fs::symlink(&venv, &link).unwrap();
+    let run = tmp.path().join("run");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+        .args(["eval", "--tasks"])
+        .arg(fixture().join("tasks.jsonl"))
+        .arg("--source-root")
+        .arg(fixture().join("Source_Code"))
+        .arg("--python")
+        .arg(link.join("bin/python"))
+        .arg("--out")
+        .arg(&run)
+        .args(["--json", "--method", "reference", "--limit", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        summary(&out)["passed"],
+        1,
+        "{}",
+        result(&run, "calc.ops.add")
+    );
+}
+
 /// Case 1: the body, as root where the tests run as root, tries to unmount or remount what
 /// keeps the source tree read-only (also from a nested user namespace of its own), then writes.
 #[test]

@@ -357,7 +357,7 @@ fn run_in(
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
-    let setup = ChildSetup::new(mode, limits, cwd)?;
+    let setup = ChildSetup::new(mode, limits, cwd, program)?;
     // SAFETY: the closure only makes raw syscalls on data prepared before the fork.
     unsafe {
         cmd.pre_exec(move || setup.apply());
@@ -444,7 +444,8 @@ struct NsPlan {
     writable: Vec<CString>,
     /// Mount a private tmpfs on /tmp: tests write fixed paths there (DevEval's bplustree
     /// writes `/tmp/bplustree-testfile.index`), and the host's /tmp holds other tasks'
-    /// copies. Only when no writable tree lies under /tmp (it would be hidden).
+    /// copies. Only when neither a writable tree nor the program (a venv's Python, by its
+    /// link or its target) lies under /tmp: either would be hidden.
     private_tmp: bool,
     cwd: CString,
 }
@@ -463,7 +464,11 @@ fn c_path(p: &Path) -> io::Result<CString> {
 }
 
 impl ChildSetup {
-    fn new(mode: Isolation, limits: &Limits, cwd: &Path) -> io::Result<Self> {
+    fn new(mode: Isolation, limits: &Limits, cwd: &Path, program: &Path) -> io::Result<Self> {
+        let in_tmp = |p: &Path| {
+            let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            absolute.starts_with("/tmp") || p.canonicalize().is_ok_and(|c| c.starts_with("/tmp"))
+        };
         // SAFETY: getuid/getgid/getpid cannot fail.
         let (uid, gid, pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
         let ns = match mode {
@@ -478,10 +483,11 @@ impl ChildSetup {
                     .iter()
                     .map(|p| c_path(&p.canonicalize()?))
                     .collect::<io::Result<_>>()?,
-                private_tmp: limits
-                    .writable
-                    .iter()
-                    .all(|p| p.canonicalize().is_ok_and(|p| !p.starts_with("/tmp"))),
+                private_tmp: !in_tmp(program)
+                    && limits
+                        .writable
+                        .iter()
+                        .all(|p| p.canonicalize().is_ok_and(|p| !p.starts_with("/tmp"))),
                 cwd: c_path(&std::path::absolute(cwd)?)?,
             }),
         };
