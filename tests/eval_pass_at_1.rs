@@ -213,7 +213,7 @@ fn completion_of(run: &std::path::Path) -> String {
 fn model_written_tests_run_against_each_answer_in_a_copy() {
     use repohop::eval::runner::{run_model_tests, RunnerConfig};
     use repohop::eval::tasks::load_function_tasks;
-    use repohop::generate::model_tests::ModelTests;
+    use repohop::generate::model_tests::{ModelTests, TestOutcome};
     use std::sync::atomic::AtomicBool;
 
     let tasks = load_function_tasks(&fixture().join("tasks.jsonl")).unwrap();
@@ -241,13 +241,14 @@ fn model_written_tests_run_against_each_answer_in_a_copy() {
     };
     let cancel = AtomicBool::new(false);
     let run = |body: &str| run_model_tests(add, body, &source, &cfg, &tests, &cancel).unwrap();
-    assert_eq!(run("return a + b\n"), [true, true, false]);
-    assert_eq!(run("return a - b\n"), [false, true, false]);
-    assert_eq!(run("return undefined_name\n"), [false, false, false]);
+    use TestOutcome::{Failed as F, Passed as P, Raised as R};
+    assert_eq!(run("return a + b\n"), [P, P, F]);
+    assert_eq!(run("return a - b\n"), [F, P, F]);
+    assert_eq!(run("return undefined_name\n"), [R, R, R], "NameError");
     assert_eq!(
-        run("pass\n"),
-        [false, false, false],
-        "a trivial body runs nothing"
+        run("if a == 1:\n    raise KeyError(a)\nreturn a + b\n"),
+        [R, P, F]
     );
+    assert_eq!(run("pass\n"), [F, F, F], "a trivial body runs nothing");
     assert_eq!(snapshot(&source), before, "the tests ran in copies");
 }

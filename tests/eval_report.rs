@@ -421,8 +421,9 @@ fn candidates_of_a_run_are_each_tested_and_the_selections_replayed() {
     keep(
         "calc.ops.add",
         "from calc.ops import add\n\ndef test_generated_1():\n    assert add(1, 2) == 3\n\n\
-         def test_generated_2():\n    assert add(2, 0) == 2\n",
-        &["test_generated_1", "test_generated_2"],
+         def test_generated_2():\n    assert add(2, 0) == 2\n\n\
+         def test_generated_3():\n    assert {3: 'three'}[add(1, 2)] == 'three'\n",
+        &["test_generated_1", "test_generated_2", "test_generated_3"],
     );
     keep(
         "calc.ops.scale",
@@ -438,12 +439,18 @@ fn candidates_of_a_run_are_each_tested_and_the_selections_replayed() {
     assert_eq!(s["tests_told_apart"], 2, "{s}");
     let add = std::fs::read_to_string(out.join("tasks/calc.ops.add/candidates.json")).unwrap();
     let add: serde_json::Value = serde_json::from_str(&add).unwrap();
-    let passed: Vec<Option<u64>> = add["candidates"]
+    let tally: Vec<(Option<u64>, Option<u64>)> = add["candidates"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c["tests_passed"].as_u64())
+        .map(|c| (c["tests_passed"].as_u64(), c["tests_raised"].as_u64()))
         .collect();
-    assert_eq!(passed, [Some(1), Some(2), None, Some(0)], "{add}");
+    // The wrong answers miss the third test's key (a KeyError: raised, not failed).
+    let (p, r) = (Some, Some);
+    assert_eq!(
+        tally,
+        [(p(1), r(1)), (p(3), r(0)), (None, None), (p(0), r(1))],
+        "{add}"
+    );
     assert_eq!(add["tests_run"], true);
 }

@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::runner::{RunnerConfig, TaskTests};
 use repohop::eval::tasks::FunctionTask;
-use repohop::generate::model_tests::{ModelTests, TestRunner};
+use repohop::generate::model_tests::{ModelTests, TestOutcome, TestRunner};
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::select::Select;
 use repohop::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
@@ -491,7 +491,7 @@ impl ModelTestsRun {
 }
 
 impl TestRunner for ModelTestsRun {
-    fn run(&self, body: &str, tests: &ModelTests) -> std::result::Result<Vec<bool>, String> {
+    fn run(&self, body: &str, tests: &ModelTests) -> std::result::Result<Vec<TestOutcome>, String> {
         let runner = TaskTests {
             task: &self.task,
             source_root: &self.root,

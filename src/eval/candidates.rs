@@ -22,7 +22,9 @@ use super::report::run_records;
 use super::runner::{run_task, RunnerConfig, TaskTests};
 use super::tasks::{load_function_tasks, FunctionTask};
 use super::EvalError;
-use crate::generate::model_tests::{run_pool, write_in_view, ModelTests};
+use crate::generate::model_tests::{
+    complete_imports, run_pool, write_in_view, ModelTests, TestScore,
+};
 use crate::generate::{select, GenerateOptions};
 use crate::llm::Llm;
 use crate::repo::mask::MaskedView;
@@ -64,12 +66,26 @@ pub struct Candidate {
     pub likelihood: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood_tokens: Option<usize>,
-    /// How many of the model's tests pass with this answer (see [`StudyConfig::model_tests`]).
+    /// How many of the model's tests pass with this answer, and how many raise (see
+    /// [`StudyConfig::model_tests`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests_passed: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tests_raised: Option<usize>,
     /// `pass`, or why not (the exception its test ended with, `timeout`, ...).
     #[serde(default)]
     pub outcome: String,
+}
+
+impl Candidate {
+    /// Its tally over the model's tests, when they ran (a study written before raises were
+    /// counted has none).
+    fn test_score(&self) -> Option<TestScore> {
+        self.tests_passed.map(|passed| TestScore {
+            passed,
+            raised: self.tests_raised.unwrap_or(0),
+        })
+    }
 }
 
 /// `tasks/<namespace>/candidates.json`.
@@ -260,12 +276,16 @@ fn judge_pool(
     pool: &mut TaskCandidates,
 ) -> Result<(), EvalError> {
     let path = dir.join(format!("{}.json", task.namespace));
+    let (repo, id, target) = task_target(task, &cfg.source_root)
+        .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
+    let view = MaskedView::new(&repo, Some(id), false);
     let tests = match read_json::<ModelTests>(&path) {
-        Some(tests) => tests,
+        // Kept tests get the imports as newly written ones do (a no-op on those).
+        Some(mut tests) => {
+            complete_imports(&view, &target, &mut tests);
+            tests
+        }
         None => {
-            let (repo, id, target) = task_target(task, &cfg.source_root)
-                .map_err(|e| EvalError::task(&task.namespace, e.to_string()))?;
-            let view = MaskedView::new(&repo, Some(id), false);
             let budget = GenerateOptions::default().local_budget;
             let written = write_in_view(llm, &view, &target, budget)
                 .map_err(|e| EvalError::task(&task.namespace, format!("tests: {e}")))?;
@@ -294,7 +314,8 @@ fn judge_pool(
         ));
     }
     for (x, p) in c.iter_mut().zip(passed) {
-        x.tests_passed = p;
+        x.tests_passed = p.map(|s| s.passed);
+        x.tests_raised = p.map(|s| s.raised);
     }
     pool.tests_run = true;
     write_json(
@@ -305,10 +326,13 @@ fn judge_pool(
         let counts: Vec<String> = pool
             .candidates
             .iter()
-            .map(|x| x.tests_passed.map_or("-".into(), |n| n.to_string()))
+            .map(|x| match (x.tests_passed, x.tests_raised) {
+                (Some(p), Some(r)) => format!("{p}/{r}"),
+                _ => "-".into(),
+            })
             .collect();
         eprintln!(
-            "tests: {} ({} written; passed per answer: {})",
+            "tests: {} ({} written; passed/raised per answer: {})",
             pool.namespace,
             tests.names.len(),
             counts.join(" ")
@@ -450,11 +474,11 @@ fn sum_up(pools: &[TaskCandidates], tests: bool) -> Study {
         let review = select::ranks(&centrality, &reviews, &eligible);
         s.central += usize::from(keeps(&central));
         s.review += usize::from(keeps(&review));
-        let passed: Vec<Option<usize>> = c.iter().map(|x| x.tests_passed).collect();
-        tests_kept += usize::from(keeps(&select::tests_ranks(&passed, &review)));
-        let mut counts: Vec<usize> = (0..c.len())
+        let scores: Vec<Option<TestScore>> = c.iter().map(Candidate::test_score).collect();
+        tests_kept += usize::from(keeps(&select::tests_ranks(&scores, &review)));
+        let mut counts: Vec<TestScore> = (0..c.len())
             .filter(|&i| eligible[i])
-            .map(|i| passed[i].unwrap_or(0))
+            .map(|i| scores[i].unwrap_or_default())
             .collect();
         counts.dedup();
         told_apart += usize::from(counts.len() > 1);

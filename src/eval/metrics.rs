@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::runner::{Outcome, TaskResult};
+use super::runner::{pytest_exception, Outcome, TaskResult};
 use super::tasks::{DepKind, Dependency};
 
 /// Passed out of total, and the ratio.
@@ -92,67 +92,13 @@ pub fn failure(r: &TaskResult) -> Option<Failure> {
         Outcome::Timeout => ("timeout".to_string(), message()),
         Outcome::Error => ("harness error".to_string(), message()),
         Outcome::Fail if r.tests_run == 0 => ("empty body".to_string(), message()),
-        Outcome::Fail => {
-            let summary = || summary_lines(&r.output_tail);
-            let e_lines = || r.output_tail.lines().filter_map(|l| l.strip_prefix("E "));
-            match summary().chain(e_lines()).find_map(exception_name) {
-                // pytest cuts the summary line to the terminal's width: the detail is the
-                // first `E` line naming the same exception, when there is one.
-                Some(name) => {
-                    let detail = e_lines()
-                        .chain(summary())
-                        .find(|l| exception_name(l).as_deref() == Some(name.as_str()))
-                        .unwrap_or_default();
-                    (name, detail.trim().to_string())
-                }
-                None => ("test failed".to_string(), message()),
-            }
-        }
+        Outcome::Fail => match pytest_exception(&r.output_tail) {
+            Some((name, detail)) => (name, detail),
+            None => ("test failed".to_string(), message()),
+        },
     };
     let detail = detail.chars().take(DETAIL_CHARS).collect();
     Some(Failure { cause, detail })
-}
-
-/// What follows ` - ` on pytest's short summary lines (`FAILED test - KeyError: 'x'`).
-fn summary_lines(output: &str) -> impl Iterator<Item = &str> {
-    output.lines().filter_map(|l| {
-        let rest = l
-            .strip_prefix("FAILED ")
-            .or_else(|| l.strip_prefix("ERROR "))?;
-        Some(rest.split_once(" - ")?.1)
-    })
-}
-
-/// The exception a pytest report line starts with: `KeyError: 'x'` gives `KeyError`,
-/// `mod.Custom` gives `Custom`, `zlib.error: ...` gives `zlib.error` (a lower-case name says
-/// little without its module), a bare `assert ...` (pytest's
-/// rewritten assertion) gives `AssertionError`; `None` when the line starts with no such name.
-fn exception_name(line: &str) -> Option<String> {
-    let line = line.trim();
-    if line == "assert" || line.starts_with("assert ") {
-        return Some("AssertionError".into());
-    }
-    let end = line
-        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
-        .unwrap_or(line.len());
-    let rest = &line[end..];
-    if !(rest.is_empty() || rest.starts_with(':')) {
-        return None;
-    }
-    let (module, name) = line[..end].rsplit_once('.').unwrap_or(("", &line[..end]));
-    // A lower-case class counts with its module and message (`zlib.error: ...`).
-    let lower_ok = !module.is_empty() && rest.starts_with(':');
-    let ok = name.starts_with(|c: char| c.is_ascii_uppercase())
-        || (lower_ok && name.starts_with(|c: char| c.is_ascii_lowercase()));
-    if !ok {
-        return None;
-    }
-    Some(if name.starts_with(|c: char| c.is_ascii_lowercase()) {
-        let module = module.rsplit('.').next().unwrap_or(module);
-        format!("{module}.{name}")
-    } else {
-        name.to_string()
-    })
 }
 
 /// Share of the task's dependency names found in a method's final context (qualified names).

@@ -14,7 +14,7 @@ use super::locate;
 use super::sandbox::{self, Exit, Limits};
 use super::tasks::{DepKind, FunctionTask};
 use super::EvalError;
-use crate::generate::model_tests::{ModelTests, TestRunner};
+use crate::generate::model_tests::{ModelTests, TestOutcome, TestRunner};
 
 /// How tests are run.
 #[derive(Debug, Clone)]
@@ -206,7 +206,7 @@ const MODEL_TESTS_FILE: &str = "test_repohop_model.py";
 const MODEL_TESTS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs model-written tests (`--select tests`) against `completion` as the target's body, in
-/// the sandbox [`run_task`] uses: per test of `tests.names`, whether it passed.
+/// the sandbox [`run_task`] uses: per test of `tests.names`, how it ended.
 pub fn run_model_tests(
     task: &FunctionTask,
     completion: &str,
@@ -214,9 +214,9 @@ pub fn run_model_tests(
     cfg: &RunnerConfig,
     tests: &ModelTests,
     cancel: &AtomicBool,
-) -> Result<Vec<bool>, EvalError> {
+) -> Result<Vec<TestOutcome>, EvalError> {
     if body::is_trivial(completion) {
-        return Ok(vec![false; tests.names.len()]);
+        return Ok(vec![TestOutcome::Failed; tests.names.len()]);
     }
     let copy = Spliced::new(task, completion, source_root, cfg)?;
     sandbox::create_no_follow(
@@ -229,12 +229,76 @@ pub fn run_model_tests(
     let mut passed = Vec::new();
     for name in &tests.names {
         let id = format!("{MODEL_TESTS_FILE}::{name}");
-        match copy.pytest(task, &id, deadline, cfg, cancel)? {
+        passed.push(match copy.pytest(task, &id, deadline, cfg, cancel)? {
             Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
-            exit => passed.push(exit == Exit::Code(0)),
-        }
+            Exit::Code(0) => TestOutcome::Passed,
+            // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
+            Exit::Code(1) => match pytest_exception(&sandbox::tail(&copy.log, cfg.output_tail)) {
+                Some((name, _)) if name == "AssertionError" || name == "Failed" => {
+                    TestOutcome::Failed
+                }
+                _ => TestOutcome::Raised,
+            },
+            _ => TestOutcome::Raised,
+        });
     }
     Ok(passed)
+}
+
+/// The exception a failed pytest run's `output` reports, and the line naming it.
+pub fn pytest_exception(output: &str) -> Option<(String, String)> {
+    let summary = || summary_lines(output);
+    let e_lines = || output.lines().filter_map(|l| l.strip_prefix("E "));
+    let name = summary().chain(e_lines()).find_map(exception_name)?;
+    // pytest cuts the summary line to the terminal's width: the detail is the first `E` line
+    // naming the same exception, when there is one.
+    let detail = e_lines()
+        .chain(summary())
+        .find(|l| exception_name(l).as_deref() == Some(name.as_str()))
+        .unwrap_or_default();
+    Some((name, detail.trim().to_string()))
+}
+
+/// What follows ` - ` on pytest's short summary lines (`FAILED test - KeyError: 'x'`).
+fn summary_lines(output: &str) -> impl Iterator<Item = &str> {
+    output.lines().filter_map(|l| {
+        let rest = l
+            .strip_prefix("FAILED ")
+            .or_else(|| l.strip_prefix("ERROR "))?;
+        Some(rest.split_once(" - ")?.1)
+    })
+}
+
+/// The exception a pytest report line starts with: `KeyError: 'x'` gives `KeyError`,
+/// `mod.Custom` gives `Custom`, `zlib.error: ...` gives `zlib.error` (a lower-case name says
+/// little without its module), a bare `assert ...` (pytest's
+/// rewritten assertion) gives `AssertionError`; `None` when the line starts with no such name.
+fn exception_name(line: &str) -> Option<String> {
+    let line = line.trim();
+    if line == "assert" || line.starts_with("assert ") {
+        return Some("AssertionError".into());
+    }
+    let end = line
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+        .unwrap_or(line.len());
+    let rest = &line[end..];
+    if !(rest.is_empty() || rest.starts_with(':')) {
+        return None;
+    }
+    let (module, name) = line[..end].rsplit_once('.').unwrap_or(("", &line[..end]));
+    // A lower-case class counts with its module and message (`zlib.error: ...`).
+    let lower_ok = !module.is_empty() && rest.starts_with(':');
+    let ok = name.starts_with(|c: char| c.is_ascii_uppercase())
+        || (lower_ok && name.starts_with(|c: char| c.is_ascii_lowercase()));
+    if !ok {
+        return None;
+    }
+    Some(if name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        let module = module.rsplit('.').next().unwrap_or(module);
+        format!("{module}.{name}")
+    } else {
+        name.to_string()
+    })
 }
 
 /// [`run_model_tests`] for one task, as generation's `--select tests` calls it.
@@ -246,7 +310,7 @@ pub struct TaskTests<'a> {
 }
 
 impl TestRunner for TaskTests<'_> {
-    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String> {
+    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String> {
         run_model_tests(
             self.task,
             body,

@@ -21,8 +21,11 @@ use std::collections::HashSet;
 use tree_sitter::{Node, Tree};
 
 mod calls;
+mod imports;
 mod slots;
 mod typed;
+
+pub use imports::missing_imports;
 
 /// The result of checking one generated function.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -1749,7 +1752,16 @@ fn name_suggestions(
             }
         }
     }
-    // Defined at the top level of another visible module, or a module of this repository.
+    let mut imports = import_suggestions(view, name);
+    imports.truncate(3);
+    out.extend(imports);
+    out.truncate(MAX_SUGGESTIONS);
+    out
+}
+
+/// The imports that would bind `name`: from each module of this repository that defines it at
+/// the top level, of a repository module of that name, else of a standard module.
+fn import_suggestions(view: &MaskedView, name: &str) -> Vec<String> {
     let repo = view.repository();
     let resolver = view.resolver();
     let mut imports = Vec::new();
@@ -1785,10 +1797,7 @@ fn name_suggestions(
     if imports.is_empty() && PY_STDLIB_MODULES.binary_search(&name).is_ok() {
         imports.push(format!("import {name}"));
     }
-    imports.truncate(3);
-    out.extend(imports);
-    out.truncate(MAX_SUGGESTIONS);
-    out
+    imports
 }
 
 /// Up to [`MAX_SUGGESTIONS`] names of `pool` close to `name`: equal modulo case and

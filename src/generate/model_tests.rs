@@ -1,13 +1,15 @@
 //! `--select tests`: tests the model writes for the target, run against the answers a selection
 //! may keep. The model sees the target's file (the view generation shows, with the calls of the
 //! target) and its header and docstring, never an answer, and writes a few pytest functions;
-//! an answer's score is how many of them pass with it as the body. The tests are often wrong
-//! about exact values, so they only order the answers: the most tests passed wins, a tie goes
-//! to the review's ranking (see [`super::select::tests_ranks`]).
+//! an answer's score is how many of them pass with it as the body, then how few end in an
+//! exception other than a failed assertion. The tests are often wrong about exact values (an
+//! answer that returns a wrong-looking value may be right), but an answer that raises where
+//! others return is rarely so. They only order the answers: a tie goes to the review's
+//! ranking (see [`super::select::tests_ranks`]).
 
 use serde::{Deserialize, Serialize};
 
-use super::{prompts, LocalContext, LocalView, Target};
+use super::{grounding, prompts, LocalContext, LocalView, Target};
 use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
 use crate::repo::mask::MaskedView;
 
@@ -25,11 +27,38 @@ pub struct ModelTests {
     pub names: Vec<String>,
 }
 
+/// How one model-written test ended with an answer as the target's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestOutcome {
+    Passed,
+    /// An assertion failed (or `pytest.raises` saw nothing raised): the answer returned.
+    Failed,
+    /// Any other exception, a timeout, or a test module that could not be collected.
+    Raised,
+}
+
+/// An answer's tally over the model's tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TestScore {
+    pub passed: usize,
+    pub raised: usize,
+}
+
+impl TestScore {
+    pub fn of(outcomes: &[TestOutcome]) -> TestScore {
+        let count = |o: TestOutcome| outcomes.iter().filter(|&&x| x == o).count();
+        TestScore {
+            passed: count(TestOutcome::Passed),
+            raised: count(TestOutcome::Raised),
+        }
+    }
+}
+
 /// Runs model-written tests against an answer.
 pub trait TestRunner: Sync {
-    /// Per test of `tests.names`, whether it passes with `body` as the target's body; an error
-    /// says why the answer could not be tested at all.
-    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String>;
+    /// Per test of `tests.names`, how it ended with `body` as the target's body; an error says
+    /// why the answer could not be tested at all.
+    fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String>;
 }
 
 /// The dotted module of a repository-relative Python path (`pkg/mod.py` → `pkg.mod`,
@@ -52,7 +81,19 @@ pub fn write_in_view(
         return Ok(None);
     };
     let local = local.render(local_budget * super::CHARS_PER_TOKEN);
-    write_tests(llm, target, &local).map(Some)
+    let (mut tests, response) = write_tests(llm, target, &local)?;
+    complete_imports(view, target, &mut tests);
+    Ok(Some((tests, response)))
+}
+
+/// Puts the imports `tests` lack above its code (see [`grounding::missing_imports`]); tests
+/// that lack none are left as they are.
+pub fn complete_imports(view: &MaskedView, target: &Target, tests: &mut ModelTests) {
+    let module = module_name(&target.path);
+    let imports = grounding::missing_imports(view, target, &module, &tests.code);
+    if !imports.is_empty() {
+        tests.code = format!("{}\n{}", imports.join("\n"), tests.code);
+    }
 }
 
 /// Asks the model (greedy) for [`TEST_COUNT`] tests of `target` with `local` in view.
@@ -75,18 +116,17 @@ pub fn write_tests(
     Ok((ModelTests { code, names }, response))
 }
 
-/// Runs `tests` against each `eligible` body (each distinct body once): how many pass per
-/// answer (`None`: not eligible, or not testable), and the first reason an answer could not
-/// be tested.
+/// Runs `tests` against each `eligible` body (each distinct body once): each answer's score
+/// (`None`: not eligible, or not testable), and the first reason an answer could not be tested.
 pub fn run_pool(
     runner: &dyn TestRunner,
     tests: &ModelTests,
     bodies: &[&str],
     eligible: &[bool],
-) -> (Vec<Option<usize>>, Option<String>) {
+) -> (Vec<Option<TestScore>>, Option<String>) {
     let mut passed = vec![None; bodies.len()];
     let mut error = None;
-    let mut seen: Vec<(&str, Option<usize>)> = Vec::new();
+    let mut seen: Vec<(&str, Option<TestScore>)> = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         if !eligible[i] {
             continue;
@@ -96,7 +136,7 @@ pub fn run_pool(
             continue;
         }
         let count = match runner.run(body, tests) {
-            Ok(each) => Some(each.iter().filter(|&&p| p).count()),
+            Ok(each) => Some(TestScore::of(&each)),
             Err(e) => {
                 error.get_or_insert(e);
                 None

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::grounding::{self, Grounding};
-use super::model_tests::{self, ModelTests, TestRunner};
+use super::model_tests::{self, ModelTests, TestRunner, TestScore};
 use super::postprocess::dedent;
 use super::select::{self, Select};
 use super::{
@@ -232,9 +232,11 @@ pub struct CandidateTrace {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub likelihood_tokens: Option<usize>,
     /// With `--select tests`, for the answers with the fewest problems: how many of the
-    /// model's tests pass.
+    /// model's tests pass, and how many end in an exception other than a failed assertion.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests_passed: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tests_raised: Option<usize>,
     /// The body as it would go under the target's header.
     pub body: String,
 }
@@ -585,7 +587,8 @@ pub fn run(
                             review,
                             likelihood: likely.map(|l| l.mean()),
                             likelihood_tokens: likely.map(|l| l.tokens),
-                            tests_passed: passed,
+                            tests_passed: passed.map(|s| s.passed),
+                            tests_raised: passed.map(|s| s.raised),
                             body: g.completion.body,
                         }
                     },
@@ -626,11 +629,11 @@ pub fn run(
     })
 }
 
-/// What `--select tests` found: the trace, how many tests each answer passed, and the test
-/// writer's response.
+/// What `--select tests` found: the trace, each answer's score, and the test writer's
+/// response.
 struct Judged {
     trace: TestsTrace,
-    passed: Vec<Option<usize>>,
+    passed: Vec<Option<TestScore>>,
     response: Option<GenerateResponse>,
 }
 
@@ -814,6 +817,7 @@ fn snippet_code(view: &MaskedView, id: FnId) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::model_tests::TestOutcome;
     use crate::llm::{FinishReason, GenerateRequest, GenerateResponse, LlmError, Prompt, Scored};
     use crate::repo::{resolve_target, temp_repository};
 
@@ -1198,21 +1202,37 @@ mod tests {
             .all(|c| c.likelihood.is_none()));
     }
 
-    /// Runs the scripted tests by the answer's text: the outlier's running total passes both,
-    /// `return a + b` one; records each body it was given.
-    struct ByBody(std::sync::Mutex<Vec<String>>);
+    /// Runs the scripted tests by the answer's text: every answer passes the first, `second`
+    /// says how the second ends; records each body it was given.
+    struct ByBody {
+        ran: std::sync::Mutex<Vec<String>>,
+        second: fn(&str) -> TestOutcome,
+    }
+
+    impl ByBody {
+        fn new(second: fn(&str) -> TestOutcome) -> ByBody {
+            ByBody {
+                ran: Default::default(),
+                second,
+            }
+        }
+    }
 
     impl TestRunner for ByBody {
-        fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<bool>, String> {
+        fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String> {
             assert_eq!(tests.names, ["test_generated_1", "test_generated_2"]);
-            self.0.lock().unwrap().push(body.to_string());
-            Ok(vec![true, body.contains("total += b")])
+            self.ran.lock().unwrap().push(body.to_string());
+            Ok(vec![TestOutcome::Passed, (self.second)(body)])
         }
     }
 
     #[test]
     fn tests_selection_keeps_the_answer_passing_most_of_the_models_tests() {
-        let runner = ByBody(Default::default());
+        // The outlier's running total passes both tests, `return a + b` one.
+        let runner = ByBody::new(|body| match body.contains("total += b") {
+            true => TestOutcome::Passed,
+            false => TestOutcome::Failed,
+        });
         let (run, calls) = run_judged(outlier(), 3, Select::Tests, Some(&runner));
         assert_eq!(
             calls.len(),
@@ -1244,7 +1264,7 @@ mod tests {
             .collect();
         distinct.sort_unstable();
         distinct.dedup();
-        let ran = runner.0.lock().unwrap();
+        let ran = runner.ran.lock().unwrap();
         assert_eq!(ran.len(), distinct.len(), "{ran:?}");
         // The review prefers `sample1` (see above); the tests overrule it.
         assert_eq!(g.kept_selected.as_deref(), Some("first"));
@@ -1258,6 +1278,18 @@ mod tests {
             (run.steps[4].prompt_tokens, run.steps[4].generated_tokens),
             (200, 30)
         );
+
+        // Both pass one test, and `return a + b` raises in the other: an answer that returns
+        // a value the test did not expect is kept over one that raises.
+        let runner = ByBody::new(|body| match body.contains("total += b") {
+            true => TestOutcome::Failed,
+            false => TestOutcome::Raised,
+        });
+        let (run, _) = run_judged(outlier(), 3, Select::Tests, Some(&runner));
+        let g = &run.grounding;
+        let raised: Vec<Option<usize>> = g.candidates.iter().map(|c| c.tests_raised).collect();
+        assert_eq!(raised, [Some(0), Some(1), None, None, Some(1)]);
+        assert_eq!(g.kept_selected.as_deref(), Some("first"));
 
         // Without a way to run them, no tests are written and the review decides.
         let (run, calls) = run_judged(outlier(), 3, Select::Tests, None);

@@ -5,6 +5,7 @@
 //! with the rest are more often right than an outlier, and a small model's greedy answer is
 //! sometimes the outlier; code its docstring fits is more often right than code it does not.
 
+use super::model_tests::TestScore;
 use super::{postprocess, prompts, Target};
 use crate::llm::{Llm, LlmError, Message, Prompt};
 use crate::repo::model::Lang;
@@ -137,14 +138,20 @@ pub fn likely_ranks(likelihoods: &[Option<f64>], eligible: &[bool]) -> Option<Ve
         .collect()
 }
 
-/// `tests`' ranks: the answers ranked by how many model-written tests they pass, a tie by
-/// `base` (the review's ranks); an answer that was not tested counts as passing none.
-pub fn tests_ranks(passed: &[Option<usize>], base: &[f64]) -> Vec<f64> {
-    // The review's ranks are sums of two standard scores: far below this step.
-    const STEP: f64 = 1e3;
+/// `tests`' ranks: the answers ranked by how many model-written tests they pass, then by how
+/// few raise, a tie by `base` (the review's ranks); an answer that was not tested counts as
+/// passing none and raising none.
+pub fn tests_ranks(scores: &[Option<TestScore>], base: &[f64]) -> Vec<f64> {
+    // The review's ranks are sums of two standard scores: far below the smaller step, and a
+    // pool has far fewer tests than the larger step over the smaller.
+    const PASSED: f64 = 1e6;
+    const RAISED: f64 = 1e3;
     base.iter()
-        .zip(passed)
-        .map(|(&b, p)| b + STEP * p.unwrap_or(0) as f64)
+        .zip(scores)
+        .map(|(&b, s)| {
+            let s = s.unwrap_or_default();
+            b + PASSED * s.passed as f64 - RAISED * s.raised as f64
+        })
         .collect()
 }
 
