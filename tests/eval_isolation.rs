@@ -33,20 +33,8 @@ fn sandbox_here(test: &str) -> bool {
 /// Copies the fixture's `Source_Code` to `dir/Source_Code` (attacks may succeed on broken
 /// code: never against the repository's own fixture).
 fn fixture_copy(dir: &Path) -> PathBuf {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            let t = to.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
-                copy(&e.path(), &t);
-            } else {
-                std::fs::copy(e.path(), &t).unwrap();
-            }
-        }
-    }
     let to = dir.join("Source_Code");
-    copy(&fixture().join("Source_Code"), &to);
+    copy_dir(&fixture().join("Source_Code"), &to);
     to.canonicalize().unwrap()
 }
 

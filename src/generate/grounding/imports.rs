@@ -96,7 +96,7 @@ mod tests {
                 "from pkg.other import Lone",
                 "import json",
             ],
-            "Twin is defined twice, nowhere nowhere: both left alone"
+            "Twin is defined twice and `nowhere` nowhere: both left alone"
         );
         let fixed = format!("{}\n{code}", found.join("\n"));
         assert!(missing_imports(&view, &target, "pkg.net", &fixed).is_empty());
