@@ -1204,12 +1204,17 @@ struct ModuleNames {
 
 fn top_level_names(src: &str) -> Option<(HashSet<String>, bool)> {
     let tree = parse_python(src)?;
-    let root = tree.root_node();
+    Some(names_bound_in(src, tree.root_node()))
+}
+
+/// The names module `root` (parsed from `src`) binds at its top level or declares `global`,
+/// and whether it has a wildcard import.
+fn names_bound_in(src: &str, root: Node) -> (HashSet<String>, bool) {
     let mut b = Binder::new(src, None, true);
     b.walk(root);
     let mut names = b.bound;
     collect_globals(src, root, &mut names);
-    Some((names, b.wildcard))
+    (names, b.wildcard)
 }
 
 /// Names declared `global` anywhere in the file (an iterative walk: files can nest deeply).

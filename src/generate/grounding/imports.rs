@@ -3,8 +3,8 @@
 //! it, and the test then fails the same way with every answer, telling nothing apart.
 
 use super::{
-    function_of, import_suggestions, module_names, named_children, parse_python, scope_uses,
-    top_level_names, ScopeUses,
+    function_of, import_suggestions, module_names, named_children, names_bound_in, parse_python,
+    scope_uses, ScopeUses,
 };
 use crate::generate::Target;
 use crate::repo::symbols::PY_BUILTINS;
@@ -24,7 +24,7 @@ pub fn missing_imports(
     let Some(tree) = parse_python(code) else {
         return Vec::new();
     };
-    let Some((bound, false)) = top_level_names(code) else {
+    let (bound, false) = names_bound_in(code, tree.root_node()) else {
         return Vec::new();
     };
     let mut scopes = ScopeUses::default();
