@@ -158,7 +158,8 @@ fn environment_is_scrubbed() {
 }
 
 /// A Python under /tmp (a venv made there; here a link to the tests' venv) stays visible to
-/// the tests: the sandbox then leaves them the host's /tmp instead of a private one.
+/// the tests, read-only, inside their private /tmp: a fixed /tmp path (DevEval's bplustree
+/// writes one) is writable there and never reaches the host's.
 #[test]
 fn a_python_under_tmp_runs_the_tests() {
     if !sandbox_here("a_python_under_tmp_runs_the_tests") {
@@ -168,6 +169,14 @@ fn a_python_under_tmp_runs_the_tests() {
     let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
     let link = tmp.path().join("venv");
     std::os::unix::fs::symlink(&venv, &link).unwrap();
+    let marker = tmp.path().join("marker");
+    std::fs::write(&marker, "keep").unwrap();
+    let fixed = format!("/tmp/repohop-fixed-{}", std::process::id());
+    let body = format!(
+        "open('{fixed}', 'w').write('x')\ntry:\n    open('{}', 'w').write('y')\nexcept OSError:\n    return a + b\n",
+        marker.display()
+    );
+    let file = completions(tmp.path(), &[("calc.ops.add", &body)]);
     let run = tmp.path().join("run");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
         .args(["eval", "--tasks"])
@@ -176,9 +185,11 @@ fn a_python_under_tmp_runs_the_tests() {
         .arg(fixture().join("Source_Code"))
         .arg("--python")
         .arg(link.join("bin/python"))
+        .arg("--completions")
+        .arg(&file)
         .arg("--out")
         .arg(&run)
-        .args(["--json", "--method", "reference", "--limit", "1"])
+        .args(["--json", "--limit", "1", "--require-sandbox"])
         .output()
         .unwrap();
     assert_eq!(
@@ -187,6 +198,8 @@ fn a_python_under_tmp_runs_the_tests() {
         "{}",
         result(&run, "calc.ops.add")
     );
+    assert!(!Path::new(&fixed).exists(), "{fixed} reached the host");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "keep");
 }
 
 /// Case 1: the body, as root where the tests run as root, tries to unmount or remount what

@@ -13,6 +13,7 @@ pub mod locate;
 pub mod method;
 pub mod metrics;
 pub mod pipelines;
+mod private_tmp;
 pub mod report;
 pub mod runner;
 pub mod sample;

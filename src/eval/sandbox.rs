@@ -2,9 +2,10 @@
 //!
 //! Every test process runs in its own user, mount, PID, IPC and (unless allowed) network
 //! namespace where the whole file system is read-only except the trees the caller names
-//! (the task's copy of the project, its home and temp folders), `/proc` shows only the
-//! sandbox's processes, and no capability is left that could undo a mount. Where the kernel
-//! refuses namespaces the same process tree runs without them, and [`availability`] says why.
+//! (the task's copy of the project, its home and temp folders), `/tmp` is private
+//! (`eval::private_tmp`), `/proc` shows only the sandbox's processes, and no capability is
+//! left that could undo a mount. Where the kernel refuses namespaces the same process tree
+//! runs without them, and [`availability`] says why.
 //!
 //! The process tree, all set up between `fork` and `exec` with raw syscalls on data prepared
 //! before the fork:
@@ -35,6 +36,8 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use super::private_tmp::TmpPlan;
 
 /// Entries never copied: VCS data, our index, bytecode caches.
 const SKIP: [&str; 3] = [".git", ".repohop", "__pycache__"];
@@ -442,11 +445,8 @@ struct NsPlan {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     writable: Vec<CString>,
-    /// Mount a private tmpfs on /tmp: tests write fixed paths there (DevEval's bplustree
-    /// writes `/tmp/bplustree-testfile.index`), and the host's /tmp holds other tasks'
-    /// copies. Only when neither a writable tree nor the program (a venv's Python, by its
-    /// link or its target) lies under /tmp: either would be hidden.
-    private_tmp: bool,
+    /// A private /tmp (none when a writable tree holds /tmp itself).
+    tmp: Option<TmpPlan>,
     cwd: CString,
 }
 
@@ -465,31 +465,29 @@ fn c_path(p: &Path) -> io::Result<CString> {
 
 impl ChildSetup {
     fn new(mode: Isolation, limits: &Limits, cwd: &Path, program: &Path) -> io::Result<Self> {
-        let in_tmp = |p: &Path| {
-            let absolute = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-            absolute.starts_with("/tmp") || p.canonicalize().is_ok_and(|c| c.starts_with("/tmp"))
-        };
         // SAFETY: getuid/getgid/getpid cannot fail.
         let (uid, gid, pid) = unsafe { (libc::getuid(), libc::getgid(), libc::getpid()) };
         let ns = match mode {
             Isolation::Unsandboxed => None,
-            Isolation::Namespaces { user } => Some(NsPlan {
-                user,
-                network: limits.network,
-                uid_map: format!("{uid} {uid} 1").into_bytes(),
-                gid_map: format!("{gid} {gid} 1").into_bytes(),
-                writable: limits
+            Isolation::Namespaces { user } => {
+                let writable = limits
                     .writable
                     .iter()
-                    .map(|p| c_path(&p.canonicalize()?))
-                    .collect::<io::Result<_>>()?,
-                private_tmp: !in_tmp(program)
-                    && limits
-                        .writable
+                    .map(|p| p.canonicalize())
+                    .collect::<io::Result<Vec<_>>>()?;
+                Some(NsPlan {
+                    user,
+                    network: limits.network,
+                    uid_map: format!("{uid} {uid} 1").into_bytes(),
+                    gid_map: format!("{gid} {gid} 1").into_bytes(),
+                    tmp: TmpPlan::new(program, &writable)?,
+                    writable: writable
                         .iter()
-                        .all(|p| p.canonicalize().is_ok_and(|p| !p.starts_with("/tmp"))),
-                cwd: c_path(&std::path::absolute(cwd)?)?,
-            }),
+                        .map(|p| c_path(p))
+                        .collect::<io::Result<_>>()?,
+                    cwd: c_path(&std::path::absolute(cwd)?)?,
+                })
+            }
         };
         Ok(ChildSetup {
             ns,
@@ -692,14 +690,8 @@ impl NsPlan {
                 libc::MS_NOSUID | libc::MS_NODEV,
                 c"size=67108864,mode=1777".as_ptr().cast(),
             );
-            if self.private_tmp {
-                check(libc::mount(
-                    c"tmpfs".as_ptr(),
-                    c"/tmp".as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    c"size=268435456,mode=1777".as_ptr().cast(),
-                ))?;
+            if let Some(tmp) = &self.tmp {
+                tmp.mount()?;
             }
             // The old working directory is on the read-only mount; enter the writable bind.
             check(libc::chdir(self.cwd.as_ptr()))?;
@@ -979,7 +971,7 @@ unsafe fn set_limit(resource: libc::__rlimit_resource_t, bytes: Option<u64>) -> 
     }
 }
 
-fn check(rc: libc::c_int) -> io::Result<()> {
+pub(super) fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
