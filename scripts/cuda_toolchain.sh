@@ -13,6 +13,7 @@
 # CUDA_ERROR_NO_DEVICE.
 set -euo pipefail
 DIR=$(realpath -m "${1:?usage: $0 DIR}")
+ROOT=$(dirname "$(realpath "$0")")/..
 mkdir -p "$DIR"
 [ -x "$DIR/venv/bin/pip" ] || python3 -m venv "$DIR/venv"
 "$DIR/venv/bin/pip" install -q \
@@ -29,6 +30,8 @@ ln -sf libcurand.so.10 libcurand.so
 ln -sfn lib "$TOP/lib64"
 
 # The driver stub: every cu* function cudarc declares, each returning CUDA_ERROR_NO_DEVICE.
+# cudarc's sources come with the project's locked dependencies (a fresh machine has none yet).
+cargo fetch --quiet --manifest-path "$ROOT/Cargo.toml"
 mkdir -p "$TOP/lib/stubs"
 SYS=$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cudarc-0.19.*/src/driver/sys/mod.rs | tail -1)
 grep -ohE '^\s+(pub )?fn (cu[A-Za-z0-9_]+)\(' "$SYS" | sed -E 's/.*fn (cu[A-Za-z0-9_]+)\(/\1/' \
