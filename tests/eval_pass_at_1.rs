@@ -207,6 +207,79 @@ fn completion_of(run: &std::path::Path) -> String {
     std::fs::read_to_string(run.join("completions.jsonl")).unwrap()
 }
 
+/// The examples of a target's docstring run as doctest runs them (the project's
+/// `doctest_optionflags`, the module's names), in a copy per answer: the one test passes when
+/// every example does; an answer that breaks the module raises.
+#[test]
+fn docstring_examples_run_against_each_answer_in_a_copy() {
+    use repohop::eval::runner::{run_model_tests, RunnerConfig};
+    use repohop::eval::tasks::FunctionTask;
+    use repohop::generate::model_tests::{docstring_examples, TestOutcome};
+    use repohop::generate::Target;
+    use repohop::repo::{resolve_target, IndexOptions, Repository};
+    use std::sync::atomic::AtomicBool;
+
+    let root = tempfile::tempdir().unwrap();
+    let files = [
+        ("pytest.ini", "[pytest]\ndoctest_optionflags=NORMALIZE_WHITESPACE ELLIPSIS\n"),
+        ("pkg/__init__.py", ""),
+        (
+            "pkg/m.py",
+            "SCALE = 2\n\n\ndef double(x):\n    \"\"\"Twice x.\n\n    >>> double(SCALE)\n    4\n    \
+             >>> [double(i) for i in range(3)]\n    [0, ..., 4]\n    \"\"\"\n    return x * 2\n\n\n\
+             def plain(x):\n    \"\"\"No examples.\"\"\"\n    return x\n\n\n\
+             class Box:\n    def size(self):\n        \"\"\"The size, \"quoted\".\n\n        \
+             >>> Box().size()\n        3\n        \"\"\"\n        return 3\n",
+        ),
+    ];
+    for (path, text) in files {
+        let p = root.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let before = snapshot(root.path());
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    let repo = Repository::open(root.path(), &opts).unwrap();
+    let cfg = RunnerConfig {
+        python: python(),
+        ..RunnerConfig::default()
+    };
+    let cancel = AtomicBool::new(false);
+    let examples = |qualname: &str| {
+        let target = Target::of(&repo, resolve_target(&repo, qualname).unwrap()).unwrap();
+        docstring_examples(&target)
+    };
+    assert_eq!(examples("pkg.m.plain"), None, "no examples, no test");
+    let run = |qualname: &str, body: &str| {
+        let tests = examples(qualname).expect("examples");
+        let task = FunctionTask::in_repository(qualname, "pkg/m.py");
+        run_model_tests(&task, body, root.path(), &cfg, &tests, &cancel).unwrap()
+    };
+    use TestOutcome::{Failed as F, Passed as P, Raised as R};
+    assert_eq!(
+        run("pkg.m.double", "return x * 2\n"),
+        [P],
+        "ELLIPSIS from pytest.ini"
+    );
+    assert_eq!(run("pkg.m.double", "return x + 2\n"), [F]);
+    assert_eq!(
+        run("pkg.m.double", "raise ValueError(x)\n"),
+        [F],
+        "doctest reports it"
+    );
+    assert_eq!(
+        run("pkg.m.double", "return x *\n"),
+        [R],
+        "the module does not load"
+    );
+    assert_eq!(run("pkg.m.Box.size", "return 3\n"), [P]);
+    assert_eq!(run("pkg.m.Box.size", "return 4\n"), [F]);
+    assert_eq!(snapshot(root.path()), before, "the examples ran in copies");
+}
+
 /// `--select tests` runs the model's tests in a copy per answer, with the answer spliced in:
 /// per test, pass or not; the source tree untouched, the project's own tests not run.
 #[test]

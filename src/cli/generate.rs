@@ -108,11 +108,14 @@ pub struct GenerateArgs {
     /// explains the docstring (`review`); `first` (the default without it) keeps the greedy
     /// answer unless another has fewer problems; `tests` also runs, with `--python`, a few
     /// tests the model writes from the target's file against the answers with the fewest
-    /// problems and keeps the one passing the most (a tie: as `review`).
+    /// problems and keeps the one passing the most (a tie: as `review`). With `--python`, an
+    /// answer passing the examples of the target's docstring (`>>>`) comes first in any of
+    /// them but `first`.
     #[arg(long, value_enum)]
     pub select: Option<Select>,
-    /// With `--select tests`: the Python (with pytest and the repository's dependencies) that
-    /// runs the model's tests, each answer in a sandboxed copy of the repository.
+    /// The Python (with pytest and the repository's dependencies) that runs the examples of the
+    /// target's docstring and, with `--select tests`, the model's tests against the answers,
+    /// each in a sandboxed copy of the repository (an existing target only).
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     /// Most tokens of the target's own file in the prompt.
@@ -154,12 +157,16 @@ pub struct GenerateArgs {
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     super::args::check_select(args.select, args.no_grounding)?;
-    match (args.select == Some(Select::Tests), &args.python) {
-        (true, None) => bail!(
+    let select = Select::or_default(args.select, !args.no_grounding);
+    match (select, &args.python) {
+        (Select::Tests, None) => bail!(
             "--select tests runs the tests the model writes: give the Python that runs them \
              (--python /path/to/venv/bin/python, with pytest and the repository's dependencies)"
         ),
-        (false, Some(_)) => bail!("--python runs the model's tests: it goes with --select tests"),
+        (Select::First, Some(_)) => bail!(
+            "--python runs answers against the docstring's examples and the model's tests: it \
+             needs a choice among answers (not --select first or --no-grounding)"
+        ),
         _ => {}
     }
     let repo = args.repo.open()?;
@@ -452,8 +459,9 @@ fn new_target(repo: &Repository, signature: &Path, file: &str) -> Result<Target>
     new_target_text(repo, file, &text)
 }
 
-/// `--select tests`: the model's tests of target `id`, run with `--python` in a sandboxed copy
-/// of the repository per answer. `None` without `--select tests`.
+/// `--python`: the docstring's examples and `--select tests`' tests of target `id`, run in a
+/// sandboxed copy of the repository per answer. `None` without `--python`, or for a new
+/// function (nothing to run it in) unless `--select tests` asks (an error).
 pub(super) struct ModelTestsRun {
     task: FunctionTask,
     root: PathBuf,
@@ -467,15 +475,14 @@ impl ModelTestsRun {
         repo: &Repository,
         id: Option<FnId>,
     ) -> Result<Option<ModelTestsRun>> {
-        let Some(python) = args
-            .python
-            .clone()
-            .filter(|_| args.select == Some(Select::Tests))
-        else {
+        let Some(python) = args.python.clone() else {
             return Ok(None);
         };
         let Some(id) = id else {
-            bail!("--select tests runs answers in the target's place: it needs an existing target (--target), not a new function");
+            if args.select == Some(Select::Tests) {
+                bail!("--select tests runs answers in the target's place: it needs an existing target (--target), not a new function");
+            }
+            return Ok(None);
         };
         let f = repo.function(id);
         Ok(Some(ModelTestsRun {

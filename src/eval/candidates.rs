@@ -72,6 +72,10 @@ pub struct Candidate {
     pub tests_passed: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests_raised: Option<usize>,
+    /// Whether the examples of the target's docstring pass with it, as the run found (every
+    /// replayed selection puts those that do first, as the run did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples_passed: Option<bool>,
     /// `pass`, or why not (the exception its test ended with, `timeout`, ...).
     #[serde(default)]
     pub outcome: String,
@@ -469,7 +473,10 @@ fn sum_up(pools: &[TaskCandidates], tests: bool) -> Study {
         s.some_fewest += usize::from((0..c.len()).any(|i| eligible[i] && passes(i)));
         let centrality: Vec<f64> = c.iter().map(|x| x.centrality).collect();
         let reviews: Vec<Option<f64>> = c.iter().map(|x| x.review).collect();
-        let keeps = |ranks: &[f64]| select::best(ranks, &eligible).is_some_and(passes);
+        let examples: Vec<Option<bool>> = c.iter().map(|x| x.examples_passed).collect();
+        let keeps = |ranks: &[f64]| {
+            select::best(&select::examples_ranks(&examples, ranks), &eligible).is_some_and(passes)
+        };
         let central = select::ranks(&centrality, &vec![None; c.len()], &eligible);
         let review = select::ranks(&centrality, &reviews, &eligible);
         s.central += usize::from(keeps(&central));

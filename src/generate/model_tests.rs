@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{grounding, prompts, LocalContext, LocalView, Target};
 use crate::llm::{GenerateRequest, GenerateResponse, Llm, LlmError, Message, Prompt};
 use crate::repo::mask::MaskedView;
+use crate::repo::Lang;
 
 /// Tests asked for per target.
 pub const TEST_COUNT: usize = 3;
@@ -60,6 +61,41 @@ pub trait TestRunner: Sync {
     /// why the answer could not be tested at all.
     fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String>;
 }
+
+/// The examples (`>>>` lines) of the target's docstring — the specification the model was
+/// given — as one pytest test: they run as doctest runs them, with the target module's names
+/// and the project's `doctest_optionflags`, and the test passes when every example does.
+/// `None` for a docstring without examples, or a target that is not Python.
+pub fn docstring_examples(target: &Target) -> Option<ModelTests> {
+    let doc = target.docstring.as_deref()?;
+    if target.lang != Lang::Python || !doc.lines().any(|l| l.trim_start().starts_with(">>>")) {
+        return None;
+    }
+    // A JSON string is a Python string literal.
+    let text = serde_json::to_string(doc).ok()?;
+    let name = serde_json::to_string(&target.name).ok()?;
+    let module = module_name(&target.path);
+    let code = format!(
+        "import doctest\n\
+         import {module} as _target_module\n\n\n\
+         def {EXAMPLES_TEST}(request):\n    \
+             flags = 0\n    \
+             for flag in request.config.getini('doctest_optionflags'):\n        \
+                 flags |= doctest.OPTIONFLAGS_BY_NAME.get(flag, 0)\n    \
+             examples = doctest.DocTestParser().get_doctest(\n        \
+                 {text}, dict(vars(_target_module)), {name}, None, 0\n    )\n    \
+             runner = doctest.DocTestRunner(optionflags=flags)\n    \
+             runner.run(examples)\n    \
+             assert runner.failures == 0, 'an example of the docstring fails'\n"
+    );
+    Some(ModelTests {
+        code,
+        names: vec![EXAMPLES_TEST.to_string()],
+    })
+}
+
+/// The test [`docstring_examples`] writes.
+const EXAMPLES_TEST: &str = "test_docstring_examples";
 
 /// The dotted module of a repository-relative Python path (`pkg/mod.py` → `pkg.mod`,
 /// `pkg/__init__.py` → `pkg`).

@@ -205,6 +205,9 @@ pub struct GroundingTrace {
     /// With `--select tests`: the tests the model wrote, or why there are none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests: Option<TestsTrace>,
+    /// Why an answer's docstring examples could not be run (the first such error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub examples_error: Option<String>,
 }
 
 /// What `--select tests` ran the answers against.
@@ -237,6 +240,10 @@ pub struct CandidateTrace {
     pub tests_passed: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tests_raised: Option<usize>,
+    /// Whether the examples of the target's docstring pass with this answer (answers with the
+    /// fewest problems, when a runner was given and the docstring has examples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub examples_passed: Option<bool>,
     /// The body as it would go under the target's header.
     pub body: String,
 }
@@ -571,15 +578,40 @@ pub fn run(
                 ));
                 checked.tests = Some(judged.trace);
             }
+            // The docstring's own examples, where it has some: an answer that passes them ranks
+            // above every one that does not, whatever the selection.
+            let mut examples = vec![None; pool.len()];
+            let written = model_tests::docstring_examples(target);
+            if let (Some(runner), Some(written)) = (tests, written) {
+                if distinct_eligible(&bodies, &eligible) > 1 {
+                    let step_started = Instant::now();
+                    let (found, error) =
+                        model_tests::run_pool(runner, &written, &bodies, &eligible);
+                    examples = found.iter().map(|s| s.map(|s| s.passed > 0)).collect();
+                    ranks = select::examples_ranks(&examples, &ranks);
+                    steps.push(StepTrace::new("examples", step_started, []));
+                    checked.examples_error = error;
+                }
+            }
             if let Some(best) = select::best(&ranks, &eligible) {
                 checked.kept_selected = Some(pool[best].0.clone());
                 generation = pool[best].1.clone();
             }
             checked.candidates = pool
                 .into_iter()
-                .zip(scores.into_iter().zip(reviews).zip(likely).zip(passed))
+                .zip(
+                    scores
+                        .into_iter()
+                        .zip(reviews)
+                        .zip(likely)
+                        .zip(passed)
+                        .zip(examples),
+                )
                 .map(
-                    |((label, g, problems), (((centrality, review), likely), passed))| {
+                    |(
+                        (label, g, problems),
+                        ((((centrality, review), likely), passed), examples),
+                    )| {
                         CandidateTrace {
                             label,
                             problems,
@@ -589,6 +621,7 @@ pub fn run(
                             likelihood_tokens: likely.map(|l| l.tokens),
                             tests_passed: passed.map(|s| s.passed),
                             tests_raised: passed.map(|s| s.raised),
+                            examples_passed: examples,
                             body: g.completion.body,
                         }
                     },
@@ -655,14 +688,10 @@ fn judge(
         passed: vec![None; bodies.len()],
         response: None,
     };
-    let mut distinct: Vec<&str> = (0..bodies.len())
-        .filter(|&i| eligible[i])
-        .map(|i| bodies[i])
-        .collect();
-    distinct.sort_unstable();
-    distinct.dedup();
     let why = match runner {
-        _ if distinct.len() < 2 => "one answer to choose from: no tests needed",
+        _ if distinct_eligible(bodies, eligible) < 2 => {
+            "one answer to choose from: no tests needed"
+        }
         None => "no way to run tests was given",
         Some(_) if target.lang != crate::repo::Lang::Python => {
             "tests are written for Python targets only"
@@ -697,6 +726,17 @@ fn judge(
     };
     judged.trace.error = Some(why.to_string());
     Ok(judged)
+}
+
+/// How many different bodies the `eligible` answers have.
+fn distinct_eligible(bodies: &[&str], eligible: &[bool]) -> usize {
+    let mut distinct: Vec<&str> = (0..bodies.len())
+        .filter(|&i| eligible[i])
+        .map(|i| bodies[i])
+        .collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct.len()
 }
 
 /// Another answer (a sample, or the infilled one) checked for names: its trace, and the answer
@@ -901,7 +941,10 @@ mod tests {
                     tokens: continuation.lines().count(),
                 });
             }
-            assert_eq!(continuation, "Sum of two numbers.");
+            assert!(
+                continuation.starts_with("Sum of two numbers."),
+                "{continuation}"
+            );
             let fits = m[0].content.contains("return a + b");
             Ok(Scored {
                 logprob: if fits { -1.0 } else { -20.0 },
@@ -930,15 +973,24 @@ mod tests {
     }
 
     fn run_judged(
+        llm: Scripted,
+        samples: usize,
+        select: Select,
+        tests: Option<&dyn TestRunner>,
+    ) -> (PipelineRun, Vec<Sampling>) {
+        let source = "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n    return a + b\n";
+        run_on(source, llm, samples, select, tests)
+    }
+
+    /// The pipeline on `calc.total` as `source` (calc.py) defines it.
+    fn run_on(
+        source: &str,
         mut llm: Scripted,
         samples: usize,
         select: Select,
         tests: Option<&dyn TestRunner>,
     ) -> (PipelineRun, Vec<Sampling>) {
-        let (_dir, repo) = temp_repository(&[(
-            "calc.py",
-            "def total(a, b):\n    \"\"\"Sum of two numbers.\"\"\"\n    return a + b\n",
-        )]);
+        let (_dir, repo) = temp_repository(&[("calc.py", source)]);
         let id = resolve_target(&repo, "calc.total").expect("target");
         let view = MaskedView::new(&repo, Some(id), false);
         let target = Target::of(&repo, id).expect("target");
@@ -1204,9 +1256,12 @@ mod tests {
 
     /// Runs the scripted tests by the answer's text: every answer passes the first, `second`
     /// says how the second ends; records each body it was given.
+    /// `examples` says whether the docstring's examples pass with a body.
     struct ByBody {
         ran: std::sync::Mutex<Vec<String>>,
         second: fn(&str) -> TestOutcome,
+        examined: std::sync::Mutex<Vec<String>>,
+        examples: fn(&str) -> bool,
     }
 
     impl ByBody {
@@ -1214,16 +1269,72 @@ mod tests {
             ByBody {
                 ran: Default::default(),
                 second,
+                examined: Default::default(),
+                examples: |_| false,
             }
         }
     }
 
     impl TestRunner for ByBody {
         fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String> {
+            if tests.names == ["test_docstring_examples"] {
+                assert!(tests.code.contains(">>> total(1, 2)"), "{}", tests.code);
+                self.examined.lock().unwrap().push(body.to_string());
+                return Ok(vec![match (self.examples)(body) {
+                    true => TestOutcome::Passed,
+                    false => TestOutcome::Failed,
+                }]);
+            }
             assert_eq!(tests.names, ["test_generated_1", "test_generated_2"]);
             self.ran.lock().unwrap().push(body.to_string());
             Ok(vec![TestOutcome::Passed, (self.second)(body)])
         }
+    }
+
+    #[test]
+    fn answers_passing_the_docstrings_examples_come_first() {
+        let with_examples = "def total(a, b):\n    \"\"\"Sum of two numbers.\n\n    \
+                             >>> total(1, 2)\n    3\n    \"\"\"\n    return a + b\n";
+        // Only the outlier's running total passes them: it overrules the review (which keeps
+        // `sample1`, see above) and the model's tests (which `return a + b` passes as well).
+        let mut runner = ByBody::new(|_| TestOutcome::Passed);
+        runner.examples = |body| body.contains("total += b");
+        for select in [Select::Review, Select::Central, Select::Tests] {
+            let (run, _) = run_on(with_examples, outlier(), 3, select, Some(&runner));
+            let g = &run.grounding;
+            assert_eq!(g.kept_selected.as_deref(), Some("first"), "{select:?}");
+            let examples: Vec<Option<bool>> =
+                g.candidates.iter().map(|c| c.examples_passed).collect();
+            // The answers with the fewest problems only, each distinct body once.
+            assert_eq!(examples, [Some(true), Some(false), None, None, Some(false)]);
+            assert!(run.steps.iter().any(|s| s.step == "examples"));
+            let mut distinct: Vec<&str> = g
+                .candidates
+                .iter()
+                .filter(|c| c.examples_passed.is_some())
+                .map(|c| c.body.as_str())
+                .collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            let mut examined = runner.examined.lock().unwrap();
+            assert_eq!(examined.len(), distinct.len(), "{examined:?}");
+            examined.clear();
+        }
+
+        // Examples no answer passes: the review decides as before.
+        let runner = ByBody::new(|_| TestOutcome::Passed);
+        let (run, _) = run_on(with_examples, outlier(), 3, Select::Review, Some(&runner));
+        assert_eq!(run.grounding.kept_selected.as_deref(), Some("sample1"));
+        let passed = run.grounding.candidates.iter().map(|c| c.examples_passed);
+        assert!(passed.clone().all(|p| p != Some(true)) && passed.clone().any(|p| p.is_some()));
+
+        // A docstring without examples runs nothing; neither does `first`, which has no pool.
+        let mut runner = ByBody::new(|_| TestOutcome::Passed);
+        runner.examples = |_| panic!("nothing to run");
+        let (run, _) = run_judged(outlier(), 3, Select::Review, Some(&runner));
+        assert_eq!(run.grounding.kept_selected.as_deref(), Some("sample1"));
+        assert!(!run.steps.iter().any(|s| s.step == "examples"));
+        run_on(with_examples, outlier(), 3, Select::First, Some(&runner));
     }
 
     #[test]

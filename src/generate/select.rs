@@ -155,6 +155,17 @@ pub fn tests_ranks(scores: &[Option<TestScore>], base: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The ranks with the answers that pass the docstring's examples above all others (they
+/// stay ordered by `base` among themselves).
+pub fn examples_ranks(passed: &[Option<bool>], base: &[f64]) -> Vec<f64> {
+    // Above any `tests_ranks` step: a pool has far fewer than a thousand tests.
+    const PASSED: f64 = 1e9;
+    base.iter()
+        .zip(passed)
+        .map(|(&b, &p)| if p == Some(true) { b + PASSED } else { b })
+        .collect()
+}
+
 /// The index of the best score among the `eligible` answers, the first on a tie (callers put
 /// the greedy answer first); `None` when nothing is eligible.
 pub fn best(scores: &[f64], eligible: &[bool]) -> Option<usize> {
