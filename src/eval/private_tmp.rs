@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::sandbox::check;
+use super::sandbox::{c_path as c, check};
 
 /// Where the host's `/tmp` is attached inside the new tmpfs while its entries are bound.
 const STAGING: &CStr = c"/tmp/.repohop-host";
@@ -38,11 +38,6 @@ pub(super) struct TmpPlan {
     /// Folders to create in the tmpfs, parents first: the ancestors of the kept entries.
     dirs: Vec<CString>,
     kept: Vec<Kept>,
-}
-
-fn c(p: &Path) -> io::Result<CString> {
-    CString::new(p.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 impl TmpPlan {

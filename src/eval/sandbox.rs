@@ -458,7 +458,7 @@ struct ChildSetup {
     file_size_bytes: Option<u64>,
 }
 
-fn c_path(p: &Path) -> io::Result<CString> {
+pub(super) fn c_path(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
