@@ -332,7 +332,10 @@ fn generate_keeps_the_answer_passing_most_of_the_models_tests() {
         assert!(!out.status.success() && stderr.contains(why), "{stderr}");
     };
     refused(&["--select", "tests"], "give the Python that runs them");
-    refused(&["--python", "python3"], "it goes with --select tests");
+    refused(
+        &["--python", "python3", "--no-grounding"],
+        "needs a choice among answers",
+    );
 
     let python = eval_common::python();
     let before = eval_common::snapshot(repo.path());
