@@ -216,7 +216,7 @@ fn docstring_examples_run_against_each_answer_in_a_copy() {
     use repohop::eval::tasks::FunctionTask;
     use repohop::generate::model_tests::{docstring_examples, TestOutcome};
     use repohop::generate::Target;
-    use repohop::repo::{resolve_target, IndexOptions, Repository};
+    use repohop::repo::{resolve_target, IndexOptions, MaskedView, Repository};
     use std::sync::atomic::AtomicBool;
 
     let root = tempfile::tempdir().unwrap();
@@ -249,8 +249,9 @@ fn docstring_examples_run_against_each_answer_in_a_copy() {
     };
     let cancel = AtomicBool::new(false);
     let examples = |qualname: &str| {
-        let target = Target::of(&repo, resolve_target(&repo, qualname).unwrap()).unwrap();
-        docstring_examples(&target)
+        let id = resolve_target(&repo, qualname).unwrap();
+        let target = Target::of(&repo, id).unwrap();
+        docstring_examples(&MaskedView::new(&repo, Some(id), false), &target)
     };
     assert_eq!(examples("pkg.m.plain"), None, "no examples, no test");
     let run = |qualname: &str, body: &str| {
@@ -278,6 +279,56 @@ fn docstring_examples_run_against_each_answer_in_a_copy() {
     assert_eq!(run("pkg.m.Box.size", "return 3\n"), [P]);
     assert_eq!(run("pkg.m.Box.size", "return 4\n"), [F]);
     assert_eq!(snapshot(root.path()), before, "the examples ran in copies");
+}
+
+/// In a src layout the examples run against the module the project's tests import
+/// (`pkg.m`, not `src.pkg.m`): an exception's name in an example's output carries it.
+#[test]
+fn docstring_examples_import_the_module_a_src_layout_gives() {
+    use repohop::eval::runner::{run_model_tests, RunnerConfig};
+    use repohop::eval::tasks::FunctionTask;
+    use repohop::generate::model_tests::{docstring_examples, TestOutcome};
+    use repohop::generate::Target;
+    use repohop::repo::{resolve_target, IndexOptions, MaskedView, Repository};
+    use std::sync::atomic::AtomicBool;
+
+    let root = tempfile::tempdir().unwrap();
+    let files = [
+        ("pytest.ini", "[pytest]\npythonpath = src\n"),
+        ("src/pkg/__init__.py", ""),
+        (
+            "src/pkg/m.py",
+            "class Invalid(ValueError):\n    pass\n\n\ndef check(x):\n    \"\"\"x, when positive.\n\n    \
+             >>> check(2)\n    2\n    >>> check(-1)\n    Traceback (most recent call last):\n    \
+             ...\n    pkg.m.Invalid: -1\n    \"\"\"\n    if x <= 0:\n        raise Invalid(x)\n    return x\n",
+        ),
+    ];
+    for (path, text) in files {
+        let p = root.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let opts = IndexOptions {
+        use_cache: false,
+        ..IndexOptions::default()
+    };
+    let repo = Repository::open(root.path(), &opts).unwrap();
+    let id = resolve_target(&repo, "pkg.m.check").unwrap();
+    let target = Target::of(&repo, id).unwrap();
+    let tests = docstring_examples(&MaskedView::new(&repo, Some(id), false), &target).unwrap();
+    assert!(tests.code.contains("import pkg.m as"), "{}", tests.code);
+    let cfg = RunnerConfig {
+        python: python(),
+        ..RunnerConfig::default()
+    };
+    let cancel = AtomicBool::new(false);
+    let task = FunctionTask::in_repository("pkg.m.check", "src/pkg/m.py");
+    let run =
+        |body: &str| run_model_tests(&task, body, root.path(), &cfg, &tests, &cancel).unwrap();
+    use TestOutcome::{Failed as F, Passed as P};
+    assert_eq!(run("if x <= 0:\n    raise Invalid(x)\nreturn x\n"), [P]);
+    assert_eq!(run("if x < 0:\n    raise Invalid(x)\nreturn x\n"), [P]);
+    assert_eq!(run("if x <= 0:\n    raise ValueError(x)\nreturn x\n"), [F]);
 }
 
 /// `--select tests` runs the model's tests in a copy per answer, with the answer spliced in:

@@ -66,7 +66,7 @@ pub trait TestRunner: Sync {
 /// given — as one pytest test: they run as doctest runs them, with the target module's names
 /// and the project's `doctest_optionflags`, and the test passes when every example does.
 /// `None` for a docstring without examples, or a target that is not Python.
-pub fn docstring_examples(target: &Target) -> Option<ModelTests> {
+pub fn docstring_examples(view: &MaskedView, target: &Target) -> Option<ModelTests> {
     let doc = target.docstring.as_deref()?;
     if target.lang != Lang::Python || !doc.lines().any(|l| l.trim_start().starts_with(">>>")) {
         return None;
@@ -74,7 +74,7 @@ pub fn docstring_examples(target: &Target) -> Option<ModelTests> {
     // A JSON string is a Python string literal.
     let text = serde_json::to_string(doc).ok()?;
     let name = serde_json::to_string(&target.name).ok()?;
-    let module = module_name(&target.path);
+    let module = target_module(view, target);
     let code = format!(
         "import doctest\n\
          import {module} as _target_module\n\n\n\
@@ -97,6 +97,15 @@ pub fn docstring_examples(target: &Target) -> Option<ModelTests> {
 /// The test [`docstring_examples`] writes.
 const EXAMPLES_TEST: &str = "test_docstring_examples";
 
+/// The module a test imports the target from: the one the repository model gives its file
+/// (`src/pkg/mod.py` → `pkg.mod` in a src layout), else the file's path read as a module.
+pub fn target_module(view: &MaskedView, target: &Target) -> String {
+    view.file_symbols(&target.path)
+        .map(|s| s.module.clone())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| module_name(&target.path))
+}
+
 /// The dotted module of a repository-relative Python path (`pkg/mod.py` → `pkg.mod`,
 /// `pkg/__init__.py` → `pkg`).
 pub fn module_name(path: &str) -> String {
@@ -117,7 +126,7 @@ pub fn write_in_view(
         return Ok(None);
     };
     let local = local.render(local_budget * super::CHARS_PER_TOKEN);
-    let (mut tests, response) = write_tests(llm, target, &local)?;
+    let (mut tests, response) = write_tests(llm, target, &target_module(view, target), &local)?;
     complete_imports(view, target, &mut tests);
     Ok(Some((tests, response)))
 }
@@ -125,20 +134,22 @@ pub fn write_in_view(
 /// Puts the imports `tests` lack above its code (see [`grounding::missing_imports`]); tests
 /// that lack none are left as they are.
 pub fn complete_imports(view: &MaskedView, target: &Target, tests: &mut ModelTests) {
-    let module = module_name(&target.path);
+    let module = target_module(view, target);
     let imports = grounding::missing_imports(view, target, &module, &tests.code);
     if !imports.is_empty() {
         tests.code = format!("{}\n{}", imports.join("\n"), tests.code);
     }
 }
 
-/// Asks the model (greedy) for [`TEST_COUNT`] tests of `target` with `local` in view.
+/// Asks the model (greedy) for [`TEST_COUNT`] tests of `target`, imported from `module`, with
+/// `local` in view.
 pub fn write_tests(
     llm: &mut dyn Llm,
     target: &Target,
+    module: &str,
     local: &LocalContext,
 ) -> Result<(ModelTests, GenerateResponse), LlmError> {
-    let request = prompts::test_request(target, &module_name(&target.path), local, TEST_COUNT);
+    let request = prompts::test_request(target, module, local, TEST_COUNT);
     let prompt = Prompt::Chat(vec![
         Message::system(prompts::system(target.lang)),
         Message::user(request),

@@ -581,7 +581,7 @@ pub fn run(
             // The docstring's own examples, where it has some: an answer that passes them ranks
             // above every one that does not, whatever the selection.
             let mut examples = vec![None; pool.len()];
-            let written = model_tests::docstring_examples(target);
+            let written = model_tests::docstring_examples(view, target);
             if let (Some(runner), Some(written)) = (tests, written) {
                 if distinct_eligible(&bodies, &eligible) > 1 {
                     let step_started = Instant::now();
