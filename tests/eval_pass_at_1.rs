@@ -281,6 +281,92 @@ fn docstring_examples_run_against_each_answer_in_a_copy() {
     assert_eq!(snapshot(root.path()), before, "the examples ran in copies");
 }
 
+/// A src-layout project installed in editable mode (a `.pth` naming its original `src`, as
+/// hatchling and setuptools write) still has the answer tested: the copy's package comes first.
+/// Its `addopts = --color=yes` leaves the log plain, so the failure's cause is read.
+#[test]
+fn an_editable_install_does_not_hide_the_answer() {
+    use std::process::Command;
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("Source_Code");
+    let files = [
+        ("proj/pytest.ini", "[pytest]\naddopts = --color=yes\n"),
+        ("proj/src/pkg/__init__.py", ""),
+        (
+            "proj/src/pkg/m.py",
+            "def double(x):\n    \"\"\"Twice x.\"\"\"\n    return x * 2\n",
+        ),
+        (
+            "proj/tests/test_m.py",
+            "from pkg.m import double\n\n\ndef test_double():\n    assert double(2) == 4\n",
+        ),
+    ];
+    for (path, text) in files {
+        let p = source.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let task = serde_json::json!({"namespace": "pkg.m.double", "project_path": "proj",
+        "completion_path": "proj/src/pkg/m.py", "tests": ["tests/test_m.py::test_double"]});
+    let tasks = tmp.path().join("tasks.jsonl");
+    std::fs::write(&tasks, format!("{task}\n")).unwrap();
+    // A venv of its own: pytest from the tests' Python, the project from its original tree.
+    let venv = tmp.path().join("venv");
+    let made = Command::new(python())
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let purelib = |py: &std::path::Path| {
+        let out = Command::new(py)
+            .args([
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ])
+            .output()
+            .unwrap();
+        std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    let site = purelib(&venv.join("bin/python"));
+    std::fs::write(
+        site.join("tests_python.pth"),
+        format!("{}\n", purelib(&python()).display()),
+    )
+    .unwrap();
+    std::fs::write(
+        site.join("_pkg.pth"),
+        format!("{}\n", source.join("proj/src").display()),
+    )
+    .unwrap();
+    let score = |body: &str| {
+        let dir = tempfile::tempdir_in(tmp.path()).unwrap();
+        let file = completions(dir.path(), &[("pkg.m.double", body)]);
+        let out = Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .arg("eval")
+            .arg("--tasks")
+            .arg(&tasks)
+            .arg("--source-root")
+            .arg(&source)
+            .arg("--python")
+            .arg(venv.join("bin/python"))
+            .arg("--completions")
+            .arg(&file)
+            .arg("--out")
+            .arg(dir.path().join("run"))
+            .arg("--json")
+            .output()
+            .unwrap();
+        summary(&out)["passed"].as_u64()
+    };
+    assert_eq!(score("    return x * 2\n"), Some(1));
+    assert_eq!(
+        score("    return x + 3\n"),
+        Some(0),
+        "the original body was tested"
+    );
+}
+
 /// In a src layout the examples run against the module the project's tests import
 /// (`pkg.m`, not `src.pkg.m`): an exception's name in an example's output carries it.
 #[test]

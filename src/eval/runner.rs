@@ -399,7 +399,10 @@ impl Spliced {
                 ),
             )
         })?;
-        let env = scrubbed_env(&home, &scratch);
+        let mut env = scrubbed_env(&home, &scratch);
+        if let Some(dir) = package_root(&copy, Path::new(task.file_in_project())) {
+            env.push(("PYTHONPATH".into(), dir.display().to_string()));
+        }
         // The log stays outside the writable trees; the child writes it only through its fds.
         let log = tmp.path().join("pytest.log");
         Ok(Spliced {
@@ -412,7 +415,7 @@ impl Spliced {
         })
     }
 
-    /// `python -m pytest -x -q TEST` in the copy, until `deadline`.
+    /// `python -m pytest -x -q TEST` (no colour, no cache) in the copy, until `deadline`.
     fn pytest(
         &self,
         task: &FunctionTask,
@@ -428,10 +431,20 @@ impl Spliced {
             writable: self.writable.clone(),
             network: cfg.allow_network,
         };
-        let args: Vec<String> = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        // `--color=no` over a project's `addopts`: the causes are read from this log.
+        let args: Vec<String> = [
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--color=no",
+            test,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         sandbox::run_limited(
             &self.python,
             &args,
@@ -448,6 +461,22 @@ impl Spliced {
             )
         })
     }
+}
+
+/// The folder the target's top package is imported from, when that is not the project's root
+/// (a src layout: `src/pkg/mod.py` gives `src`). It goes on the tests' PYTHONPATH, ahead of the
+/// Python's own paths: a project installed in editable mode (a `.pth` or an import hook naming
+/// the original tree) would otherwise import the original file, not the copy with the answer.
+fn package_root(copy: &Path, file: &Path) -> Option<PathBuf> {
+    let mut dir = copy.join(file).parent()?.to_path_buf();
+    let is_package = |d: &Path| d.join("__init__.py").is_file();
+    if !is_package(&dir) {
+        return None;
+    }
+    while dir != copy && is_package(&dir) {
+        dir = dir.parent()?.to_path_buf();
+    }
+    (dir != copy).then_some(dir)
 }
 
 /// Only what pytest needs; nothing from the caller's environment leaks into generated code.
