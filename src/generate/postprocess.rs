@@ -74,21 +74,34 @@ pub fn complete_function(
 }
 
 /// The fenced code blocks of an answer (an unterminated fence runs to the end), or the whole
-/// answer when it has none.
+/// answer when it has none. A block closes as in CommonMark: a line of at least as many
+/// backticks and nothing else, indented at most three columns past the opening fence. A fence
+/// inside the code (a docstring's ```` ```pycon ```` example, indented with its docstring) is
+/// code.
 pub fn code_blocks(answer: &str) -> Vec<String> {
     let mut blocks = Vec::new();
-    let mut current: Option<Vec<&str>> = None;
+    // The open block: its fence's indentation and backtick count, and its lines so far.
+    let mut current: Option<(usize, usize, Vec<&str>)> = None;
     for line in answer.lines() {
-        if line.trim_start().starts_with("```") {
-            match current.take() {
-                Some(lines) => blocks.push(join_lines(&lines)),
-                None => current = Some(Vec::new()),
+        let text = line.trim_start();
+        let indent = line.len() - text.len();
+        let ticks = text.len() - text.trim_start_matches('`').len();
+        match current.as_mut() {
+            None if ticks >= 3 => current = Some((indent, ticks, Vec::new())),
+            None => {}
+            Some((open_indent, open_ticks, _))
+                if ticks >= *open_ticks
+                    && indent <= *open_indent + 3
+                    && text[ticks..].trim().is_empty() =>
+            {
+                if let Some((_, _, lines)) = current.take() {
+                    blocks.push(join_lines(&lines));
+                }
             }
-        } else if let Some(lines) = current.as_mut() {
-            lines.push(line);
+            Some((_, _, lines)) => lines.push(line),
         }
     }
-    if let Some(lines) = current {
+    if let Some((_, _, lines)) = current {
         blocks.push(join_lines(&lines));
     }
     if blocks.is_empty() {
@@ -263,6 +276,27 @@ mod tests {
         assert_eq!(bare.body, "x = 1\nreturn x\n");
     }
 
+    /// humanize's docstrings hold ```` ```pycon ```` examples: the answer repeating one is still
+    /// one function (it was "no code").
+    #[test]
+    fn a_docstring_with_a_fenced_example_keeps_the_function_whole() {
+        let answer =
+            "```python\ndef apnumber(value):\n    \"\"\"AP style.\n\n    Examples:\n      \
+                      ```pycon\n      >>> apnumber(0)\n      'zero'\n\n      ```\n    \"\"\"\n    \
+                      if value == 0:\n        return \"zero\"\n    return str(value)\n```";
+        let target = TargetShape {
+            name: "apnumber",
+            ..py("def apnumber(value):", 0)
+        };
+        let c = complete_function(answer, &target).unwrap();
+        assert_eq!(c.source, BodySource::Definition);
+        assert_eq!(
+            c.body,
+            "\"\"\"AP style.\n\nExamples:\n  ```pycon\n  >>> apnumber(0)\n  'zero'\n\n  ```\n\"\"\"\n\
+             if value == 0:\n    return \"zero\"\nreturn str(value)\n"
+        );
+    }
+
     #[test]
     fn empty_answers_are_errors() {
         assert_eq!(
@@ -295,6 +329,20 @@ mod tests {
     #[test]
     fn unterminated_fence_runs_to_the_end() {
         assert_eq!(code_blocks("x\n```py\na\nb"), vec!["a\nb\n".to_string()]);
+        // A docstring's own fenced example stays in the code; a fence with an info string or
+        // indented past the opening one does not close the block.
+        let doc = "```python\ndef f():\n    \"\"\"Doc.\n\n    ```pycon\n    >>> f()\n    1\n    ```\n    \"\"\"\n    return 1\n```\ntext\n```\nsecond\n   ```\n";
+        assert_eq!(
+            code_blocks(doc),
+            vec![
+                "def f():\n    \"\"\"Doc.\n\n    ```pycon\n    >>> f()\n    1\n    ```\n    \"\"\"\n    return 1\n".to_string(),
+                "second\n".to_string()
+            ]
+        );
+        assert_eq!(
+            code_blocks("````\na\n```\n````"),
+            vec!["a\n```\n".to_string()]
+        );
         assert_eq!(code_blocks("plain"), vec!["plain".to_string()]);
     }
 }
