@@ -212,9 +212,11 @@ fn completion_of(run: &std::path::Path) -> String {
 /// every example does; an answer that breaks the module raises.
 #[test]
 fn docstring_examples_run_against_each_answer_in_a_copy() {
-    use repohop::eval::runner::{run_model_tests, RunnerConfig};
+    use repohop::eval::runner::{run_model_tests, RunnerConfig, TaskTests};
     use repohop::eval::tasks::FunctionTask;
-    use repohop::generate::model_tests::{docstring_examples, TestOutcome};
+    use repohop::generate::model_tests::{
+        docstring_examples, examples_failures, TestOutcome, TestRunner,
+    };
     use repohop::generate::Target;
     use repohop::repo::{resolve_target, IndexOptions, MaskedView, Repository};
     use std::sync::atomic::AtomicBool;
@@ -278,6 +280,22 @@ fn docstring_examples_run_against_each_answer_in_a_copy() {
     );
     assert_eq!(run("pkg.m.Box.size", "return 3\n"), [P]);
     assert_eq!(run("pkg.m.Box.size", "return 4\n"), [F]);
+    // What the examples gave, as the repair round shows it.
+    let task = FunctionTask::in_repository("pkg.m.double", "pkg/m.py");
+    let runner = TaskTests {
+        task: &task,
+        source_root: root.path(),
+        cfg: &cfg,
+        cancel: &cancel,
+    };
+    let tests = examples("pkg.m.double").unwrap();
+    assert_eq!(runner.failure("return x * 2\n", &tests).unwrap(), None);
+    let tail = runner.failure("return x + 2\n", &tests).unwrap().unwrap();
+    assert_eq!(
+        examples_failures(&tail).as_deref(),
+        Some("Failed example:\n    [double(i) for i in range(3)]\nExpected:\n    [0, ..., 4]\nGot:\n    [2, 3, 4]\n"),
+        "{tail}"
+    );
     assert_eq!(snapshot(root.path()), before, "the examples ran in copies");
 }
 

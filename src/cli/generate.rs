@@ -495,16 +495,28 @@ impl ModelTestsRun {
             cancel: AtomicBool::new(false),
         }))
     }
-}
 
-impl TestRunner for ModelTestsRun {
-    fn run(&self, body: &str, tests: &ModelTests) -> std::result::Result<Vec<TestOutcome>, String> {
-        let runner = TaskTests {
+    /// The runner of the target's task.
+    fn tests(&self) -> TaskTests<'_> {
+        TaskTests {
             task: &self.task,
             source_root: &self.root,
             cfg: &self.cfg,
             cancel: &self.cancel,
-        };
-        runner.run(body, tests)
+        }
+    }
+}
+
+impl TestRunner for ModelTestsRun {
+    fn run(&self, body: &str, tests: &ModelTests) -> std::result::Result<Vec<TestOutcome>, String> {
+        self.tests().run(body, tests)
+    }
+
+    fn failure(
+        &self,
+        body: &str,
+        tests: &ModelTests,
+    ) -> std::result::Result<Option<String>, String> {
+        self.tests().failure(body, tests)
     }
 }

@@ -60,6 +60,9 @@ pub trait TestRunner: Sync {
     /// Per test of `tests.names`, how it ended with `body` as the target's body; an error says
     /// why the answer could not be tested at all.
     fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String>;
+    /// The output's tail of the first of `tests` that does not pass with `body`; `None` when
+    /// all pass.
+    fn failure(&self, body: &str, tests: &ModelTests) -> Result<Option<String>, String>;
 }
 
 /// The examples (`>>>` lines) of the target's docstring — the specification the model was
@@ -85,8 +88,9 @@ pub fn docstring_examples(view: &MaskedView, target: &Target) -> Option<ModelTes
              examples = doctest.DocTestParser().get_doctest(\n        \
                  {text}, dict(vars(_target_module)), {name}, None, 0\n    )\n    \
              runner = doctest.DocTestRunner(optionflags=flags)\n    \
-             runner.run(examples)\n    \
-             assert runner.failures == 0, 'an example of the docstring fails'\n"
+             report = []\n    \
+             runner.run(examples, out=report.append)\n    \
+             assert runner.failures == 0, ''.join(report)\n"
     );
     Some(ModelTests {
         code,
@@ -96,6 +100,59 @@ pub fn docstring_examples(view: &MaskedView, target: &Target) -> Option<ModelTes
 
 /// The test [`docstring_examples`] writes.
 const EXAMPLES_TEST: &str = "test_docstring_examples";
+/// What of a failing examples report the repair round shows.
+const MAX_REPORT_CHARS: usize = 1500;
+
+/// The examples that failed, from the output of [`docstring_examples`]' test (doctest's report
+/// in pytest's `E` lines), as doctest writes them: each failed example with what it expected
+/// and what it got, an exception shown by its last line. `None` when the output has no report.
+pub fn examples_failures(output: &str) -> Option<String> {
+    let lines: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix("E "))
+        .collect();
+    let start = lines.iter().position(|l| l.trim() == "Failed example:")?;
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let base = indent(lines[start]);
+    let mut report = String::new();
+    let mut raised: Option<&str> = None;
+    let flush = |report: &mut String, raised: &mut Option<&str>| {
+        if let Some(last) = raised.take().filter(|l| !l.trim().is_empty()) {
+            report.push_str(&format!("    {}\n", last.trim()));
+        }
+    };
+    for line in &lines[start..] {
+        let trimmed = line.trim();
+        if !trimmed.is_empty() && indent(line) < base {
+            break; // pytest's own `assert` line: the report is over.
+        }
+        let header = indent(line) == base;
+        if header {
+            flush(&mut report, &mut raised);
+        }
+        // Between examples: doctest's rule of stars and the example's line in the copy.
+        if header && (trimmed.chars().all(|c| c == '*') || trimmed.starts_with("Line ")) {
+            continue;
+        }
+        if trimmed.is_empty() {
+            continue;
+        }
+        if header && trimmed == "Exception raised:" {
+            raised = Some("");
+        } else if raised.is_some() {
+            raised = Some(line);
+            continue;
+        }
+        if report.len() + line.len() > MAX_REPORT_CHARS {
+            report.push_str("...\n");
+            return Some(report);
+        }
+        report.push_str(line.get(base..).unwrap_or(trimmed));
+        report.push('\n');
+    }
+    flush(&mut report, &mut raised);
+    Some(report)
+}
 
 /// The module a test imports the target from: the one the repository model gives its file
 /// (`src/pkg/mod.py` → `pkg.mod` in a src layout), else the file's path read as a module.
@@ -227,6 +284,37 @@ pub fn test_names(code: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_examples_are_read_from_pytests_report() {
+        let output = "E       AssertionError: ******************************\n\
+                      E         Line 3, in check\n\
+                      E         Failed example:\n\
+                      E             check(2)\n\
+                      E         Expected:\n\
+                      E             3\n\
+                      E         Got:\n\
+                      E             2\n\
+                      E         ******************************\n\
+                      E         Line 5, in check\n\
+                      E         Failed example:\n\
+                      E             check(-1)\n\
+                      E         Exception raised:\n\
+                      E             Traceback (most recent call last):\n\
+                      E               File \"/tmp/x/src/pkg/m.py\", line 16, in check\n\
+                      E                 raise Invalid(x)\n\
+                      E             pkg.m.Invalid: -1\n\
+                      E         \n\
+                      E       assert 2 == 0\n\
+                      E        +  where 2 = <doctest.DocTestRunner object>.failures\n\n\
+                      test_repohop_model.py:15: AssertionError\n";
+        assert_eq!(
+            examples_failures(output).unwrap(),
+            "Failed example:\n    check(2)\nExpected:\n    3\nGot:\n    2\n\
+             Failed example:\n    check(-1)\nException raised:\n    pkg.m.Invalid: -1\n"
+        );
+        assert_eq!(examples_failures("E   assert False\n"), None);
+    }
 
     #[test]
     fn modules_and_test_names_are_read_from_paths_and_code() {

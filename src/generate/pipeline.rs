@@ -11,8 +11,8 @@ use super::model_tests::{self, ModelTests, TestRunner, TestScore};
 use super::postprocess::dedent;
 use super::select::{self, Select};
 use super::{
-    generate, retry, ContextSnippet, GenerateError, GenerateOptions, Generation, LocalView,
-    PromptFormat, Retry, Target,
+    generate, prompts, retry, ContextSnippet, GenerateError, GenerateOptions, Generation,
+    LocalView, PromptFormat, Retry, Target,
 };
 use crate::embed::{text, Embedder};
 use crate::index::vectors::{Item, VectorIndex};
@@ -208,6 +208,34 @@ pub struct GroundingTrace {
     /// Why an answer's docstring examples could not be run (the first such error).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub examples_error: Option<String>,
+    /// When every answer tried failed the docstring's examples: the round that showed the model
+    /// what they gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub examples_repair: Option<ExamplesRepairTrace>,
+}
+
+/// The round after every answer tried failed the docstring's examples: the kept answer's
+/// conversation, then doctest's report of the examples that failed with it.
+#[derive(Debug, Default, Serialize)]
+pub struct ExamplesRepairTrace {
+    /// The examples that failed, as the model was shown them.
+    pub report: Option<String>,
+    /// The round's answer, its problems, and whether it passes the examples (run only when it
+    /// has no more problems than the kept answer).
+    pub answer: Option<String>,
+    pub problems: Option<usize>,
+    pub passed: Option<bool>,
+    /// It passes them: it replaced the kept answer.
+    pub kept: bool,
+    /// Why the round gave no answer, or its answer could not be tested.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The examples repair round's trace, and its answer when it has one.
+struct ExamplesRepair {
+    trace: ExamplesRepairTrace,
+    answer: Option<Generation>,
 }
 
 /// What `--select tests` ran the answers against.
@@ -582,11 +610,11 @@ pub fn run(
             // above every one that does not, whatever the selection.
             let mut examples = vec![None; pool.len()];
             let written = model_tests::docstring_examples(view, target);
-            if let (Some(runner), Some(written)) = (tests, written) {
-                if distinct_eligible(&bodies, &eligible) > 1 {
+            let examples_run = tests.zip(written.as_ref());
+            if let Some((runner, written)) = examples_run {
+                if distinct_eligible(&bodies, &eligible) > 0 {
                     let step_started = Instant::now();
-                    let (found, error) =
-                        model_tests::run_pool(runner, &written, &bodies, &eligible);
+                    let (found, error) = model_tests::run_pool(runner, written, &bodies, &eligible);
                     examples = found.iter().map(|s| s.map(|s| s.passed > 0)).collect();
                     ranks = select::examples_ranks(&examples, &ranks);
                     steps.push(StepTrace::new("examples", step_started, []));
@@ -596,6 +624,24 @@ pub fn run(
             if let Some(best) = select::best(&ranks, &eligible) {
                 checked.kept_selected = Some(pool[best].0.clone());
                 generation = pool[best].1.clone();
+                // Every answer tried fails the docstring's examples: one more round shows the
+                // model what they gave with the kept answer.
+                let tried: Vec<bool> = examples.iter().flatten().copied().collect();
+                let failed = !tried.is_empty() && !tried.contains(&true);
+                if let Some((runner, written)) = examples_run.filter(|_| failed) {
+                    let (_, kept, problems) = &pool[best];
+                    let step_started = Instant::now();
+                    let repair = examples_repair(
+                        llm, view, target, runner, written, kept, *problems, &original,
+                    )?;
+                    let response = repair.answer.as_ref().map(|g| &g.response);
+                    steps.push(StepTrace::new("examples_repair", step_started, response));
+                    if repair.trace.kept {
+                        checked.kept_selected = Some("examples_repair".into());
+                        generation = repair.answer.expect("a kept answer");
+                    }
+                    checked.examples_repair = Some(repair.trace);
+                }
             }
             checked.candidates = pool
                 .into_iter()
@@ -739,6 +785,73 @@ fn distinct_eligible(bodies: &[&str], eligible: &[bool]) -> usize {
     distinct.len()
 }
 
+/// The examples repair round for `kept` (a chat answer with `problems`, which fails the
+/// docstring's examples `written`): doctest's report of the failing examples goes back to the
+/// model in `kept`'s conversation, decoded as `original` was; the answer is kept when it has no
+/// more problems and passes the examples. An LLM failure ends the run.
+#[allow(clippy::too_many_arguments)]
+fn examples_repair(
+    llm: &mut dyn Llm,
+    view: &MaskedView,
+    target: &Target,
+    runner: &dyn TestRunner,
+    written: &ModelTests,
+    kept: &Generation,
+    problems: usize,
+    original: &Generation,
+) -> Result<ExamplesRepair, PipelineError> {
+    let mut out = ExamplesRepair {
+        trace: ExamplesRepairTrace::default(),
+        answer: None,
+    };
+    if kept.format != PromptFormat::Chat {
+        out.trace.error = Some("the kept answer has no conversation (infilled)".into());
+        return Ok(out);
+    }
+    let report = match runner.failure(&kept.completion.body, written) {
+        Ok(tail) => tail.as_deref().and_then(model_tests::examples_failures),
+        Err(e) => {
+            out.trace.error = Some(e);
+            return Ok(out);
+        }
+    };
+    let Some(report) = report else {
+        out.trace.error = Some("the examples' run gave no report".into());
+        return Ok(out);
+    };
+    let mut base = kept.clone();
+    base.request.sampling = original.request.sampling;
+    let request = Retry::Repair(prompts::examples_repair(&report));
+    out.trace.report = Some(report);
+    let answer = retry(llm, target, &base, &[request]).pop();
+    let answer = match answer {
+        Some(Ok(g)) => g,
+        Some(Err(GenerateError::Llm(e))) => return Err(GenerateError::Llm(e).into()),
+        Some(Err(e)) => {
+            out.trace.error = Some(e.to_string());
+            return Ok(out);
+        }
+        None => return Ok(out),
+    };
+    let found = grounding::check(view, target, &answer.completion.function)
+        .problems
+        .len();
+    out.trace.answer = Some(answer.raw_answer.clone());
+    out.trace.problems = Some(found);
+    if found <= problems {
+        match runner.run(&answer.completion.body, written) {
+            Ok(each) => {
+                let passed = TestScore::of(&each).passed > 0;
+                out.trace.passed = Some(passed);
+                out.trace.kept = passed;
+            }
+            Err(e) => out.trace.error = Some(e),
+        }
+    }
+    out.answer = Some(answer);
+    Ok(out)
+}
+
 /// Another answer (a sample, or the infilled one) checked for names: its trace, and the answer
 /// when there is one. An LLM failure ends the run; other errors (an answer that doesn't parse)
 /// are traced.
@@ -879,6 +992,12 @@ mod tests {
         fn generate(&mut self, request: &GenerateRequest) -> Result<GenerateResponse, LlmError> {
             self.calls.push(request.sampling);
             if let Prompt::Chat(m) = &request.prompt {
+                let last = &m[m.len() - 1].content;
+                if last.contains("the examples in its docstring") {
+                    assert!(last.contains("Got:\n    4\n"), "{last}");
+                    let text = "```python\ndef total(a, b):\n    return b + a\n```";
+                    return Ok(GenerateResponse::new(text.to_string(), FinishReason::Stop));
+                }
                 if m[1].content.contains("`test_generated_1`") {
                     let tests = "```python\nfrom calc import total\n\n\
                                  def test_generated_1():\n    assert total(1, 2) == 3\n\n\
@@ -1289,6 +1408,18 @@ mod tests {
             self.ran.lock().unwrap().push(body.to_string());
             Ok(vec![TestOutcome::Passed, (self.second)(body)])
         }
+
+        /// doctest's report in pytest's words, when the examples fail.
+        fn failure(&self, body: &str, tests: &ModelTests) -> Result<Option<String>, String> {
+            assert_eq!(tests.names, ["test_docstring_examples"]);
+            Ok((!(self.examples)(body)).then(|| {
+                "E       AssertionError: ****\nE         Line 3, in total\n\
+                 E         Failed example:\nE             total(1, 2)\n\
+                 E         Expected:\nE             3\nE         Got:\nE             4\n\
+                 E       assert 1 == 0\n"
+                    .to_string()
+            }))
+        }
     }
 
     /// How many different bodies the candidates `which` picks have.
@@ -1326,12 +1457,42 @@ mod tests {
             examined.clear();
         }
 
-        // Examples no answer passes: the review decides as before.
+        // Examples no answer passes: the review decides, then the model sees what the examples
+        // gave with its choice; an answer that still fails them is not kept.
         let runner = ByBody::new(|_| TestOutcome::Passed);
-        let (run, _) = run_on(with_examples, outlier(), 3, Select::Review, Some(&runner));
+        let (run, calls) = run_on(with_examples, outlier(), 3, Select::Review, Some(&runner));
         assert_eq!(run.grounding.kept_selected.as_deref(), Some("sample1"));
         let passed = run.grounding.candidates.iter().map(|c| c.examples_passed);
         assert!(passed.clone().all(|p| p != Some(true)) && passed.clone().any(|p| p.is_some()));
+        let repair = run
+            .grounding
+            .examples_repair
+            .as_ref()
+            .expect("a repair round");
+        assert!(repair
+            .report
+            .as_deref()
+            .unwrap()
+            .contains("Expected:\n    3\nGot:\n    4"));
+        assert_eq!(
+            (repair.problems, repair.passed, repair.kept),
+            (Some(0), Some(false), false)
+        );
+        // Greedy, as the first answer was, though `sample1`'s conversation.
+        assert_eq!(calls.last(), Some(&Sampling::Greedy));
+        let steps: Vec<&str> = run.steps.iter().map(|s| s.step).collect();
+        assert_eq!(steps.last(), Some(&"examples_repair"));
+        // The repaired answer passes them: it is kept.
+        let mut runner = ByBody::new(|_| TestOutcome::Passed);
+        runner.examples = |body| body.contains("b + a");
+        let (run, _) = run_on(with_examples, outlier(), 3, Select::Review, Some(&runner));
+        assert_eq!(
+            run.grounding.kept_selected.as_deref(),
+            Some("examples_repair")
+        );
+        assert_eq!(run.generation.completion.body, "return b + a\n");
+        assert!(run.grounding.examples_repair.as_ref().unwrap().kept);
+        assert!(run.grounding.first_answer.is_some());
 
         // A docstring without examples runs nothing; neither does `first`, which has no pool.
         let mut runner = ByBody::new(|_| TestOutcome::Passed);

@@ -140,6 +140,17 @@ pub fn test_request(target: &Target, module: &str, local: &LocalContext, count: 
     out
 }
 
+/// The repair turn after an answer failed its docstring's examples: doctest's `report` of
+/// the examples that failed (see [`super::model_tests::examples_failures`]).
+pub fn examples_repair(report: &str) -> String {
+    format!(
+        "Your function does not do what the examples in its docstring show. Running them \
+         gives:\n\n```\n{}```\n\nRewrite the complete function so that every example of the \
+         docstring gives the output it shows. Reply with one ```python code block.",
+        report
+    )
+}
+
 /// The reviewer's turn: an answer's `code` (ending with a newline), and the request whose
 /// answer the target's documentation is scored as (see [`super::select::reviews`]).
 pub fn review_request(lang: Lang, code: &str) -> String {
