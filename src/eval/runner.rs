@@ -215,53 +215,59 @@ pub fn run_model_tests(
     tests: &ModelTests,
     cancel: &AtomicBool,
 ) -> Result<Vec<TestOutcome>, EvalError> {
-    model_tests_run(task, completion, source_root, cfg, tests, cancel).map(|(each, _)| each)
+    let runner = TaskTests {
+        task,
+        source_root,
+        cfg,
+        cancel,
+    };
+    runner.outcomes(completion, tests).map(|(each, _)| each)
 }
 
-/// [`run_model_tests`] with the output's tail of the first test that did not pass.
-fn model_tests_run(
-    task: &FunctionTask,
-    completion: &str,
-    source_root: &Path,
-    cfg: &RunnerConfig,
-    tests: &ModelTests,
-    cancel: &AtomicBool,
-) -> Result<(Vec<TestOutcome>, Option<String>), EvalError> {
-    if body::is_trivial(completion) {
-        return Ok((vec![TestOutcome::Failed; tests.names.len()], None));
-    }
-    let copy = Spliced::new(task, completion, source_root, cfg)?;
-    sandbox::create_no_follow(
-        &copy.root,
-        Path::new(MODEL_TESTS_FILE),
-        tests.code.as_bytes(),
-    )
-    .map_err(|e| EvalError::task(&task.namespace, format!("cannot write the tests: {e}")))?;
-    let deadline = Instant::now() + cfg.timeout.min(MODEL_TESTS_TIMEOUT);
-    let mut passed = Vec::new();
-    let mut failure = None;
-    for name in &tests.names {
-        let id = format!("{MODEL_TESTS_FILE}::{name}");
-        let exit = copy.pytest(task, &id, deadline, cfg, cancel)?;
-        let tail = || sandbox::tail(&copy.log, cfg.output_tail);
-        let outcome = match exit {
-            Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
-            Exit::Code(0) => TestOutcome::Passed,
-            // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
-            Exit::Code(1) => match pytest_exception(&tail()) {
-                Some((name, _)) if name == "AssertionError" || name == "Failed" => {
-                    TestOutcome::Failed
-                }
-                _ => TestOutcome::Raised,
-            },
-            _ => TestOutcome::Raised,
-        };
-        if outcome != TestOutcome::Passed && failure.is_none() {
-            failure = Some(tail());
+impl TaskTests<'_> {
+    /// [`run_model_tests`], with the output's tail of the first test that did not pass.
+    fn outcomes(
+        &self,
+        completion: &str,
+        tests: &ModelTests,
+    ) -> Result<(Vec<TestOutcome>, Option<String>), EvalError> {
+        let (task, cfg, cancel) = (self.task, self.cfg, self.cancel);
+        if body::is_trivial(completion) {
+            return Ok((vec![TestOutcome::Failed; tests.names.len()], None));
         }
-        passed.push(outcome);
+        let copy = Spliced::new(task, completion, self.source_root, cfg)?;
+        sandbox::create_no_follow(
+            &copy.root,
+            Path::new(MODEL_TESTS_FILE),
+            tests.code.as_bytes(),
+        )
+        .map_err(|e| EvalError::task(&task.namespace, format!("cannot write the tests: {e}")))?;
+        let deadline = Instant::now() + cfg.timeout.min(MODEL_TESTS_TIMEOUT);
+        let mut passed = Vec::new();
+        let mut failure = None;
+        for name in &tests.names {
+            let id = format!("{MODEL_TESTS_FILE}::{name}");
+            let exit = copy.pytest(task, &id, deadline, cfg, cancel)?;
+            let tail = || sandbox::tail(&copy.log, cfg.output_tail);
+            let outcome = match exit {
+                Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
+                Exit::Code(0) => TestOutcome::Passed,
+                // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
+                Exit::Code(1) => match pytest_exception(&tail()) {
+                    Some((name, _)) if name == "AssertionError" || name == "Failed" => {
+                        TestOutcome::Failed
+                    }
+                    _ => TestOutcome::Raised,
+                },
+                _ => TestOutcome::Raised,
+            };
+            if outcome != TestOutcome::Passed && failure.is_none() {
+                failure = Some(tail());
+            }
+            passed.push(outcome);
+        }
+        Ok((passed, failure))
     }
-    Ok((passed, failure))
 }
 
 /// The exception a failed pytest run's `output` reports, and the line naming it.
@@ -330,28 +336,15 @@ pub struct TaskTests<'a> {
 
 impl TestRunner for TaskTests<'_> {
     fn run(&self, body: &str, tests: &ModelTests) -> Result<Vec<TestOutcome>, String> {
-        run_model_tests(
-            self.task,
-            body,
-            self.source_root,
-            self.cfg,
-            tests,
-            self.cancel,
-        )
-        .map_err(|e| e.to_string())
+        self.outcomes(body, tests)
+            .map(|(each, _)| each)
+            .map_err(|e| e.to_string())
     }
 
     fn failure(&self, body: &str, tests: &ModelTests) -> Result<Option<String>, String> {
-        model_tests_run(
-            self.task,
-            body,
-            self.source_root,
-            self.cfg,
-            tests,
-            self.cancel,
-        )
-        .map(|(_, failure)| failure)
-        .map_err(|e| e.to_string())
+        self.outcomes(body, tests)
+            .map(|(_, failure)| failure)
+            .map_err(|e| e.to_string())
     }
 }
 
