@@ -224,52 +224,6 @@ pub fn run_model_tests(
     runner.outcomes(completion, tests).map(|(each, _)| each)
 }
 
-impl TaskTests<'_> {
-    /// [`run_model_tests`], with the output's tail of the first test that did not pass.
-    fn outcomes(
-        &self,
-        completion: &str,
-        tests: &ModelTests,
-    ) -> Result<(Vec<TestOutcome>, Option<String>), EvalError> {
-        let (task, cfg, cancel) = (self.task, self.cfg, self.cancel);
-        if body::is_trivial(completion) {
-            return Ok((vec![TestOutcome::Failed; tests.names.len()], None));
-        }
-        let copy = Spliced::new(task, completion, self.source_root, cfg)?;
-        sandbox::create_no_follow(
-            &copy.root,
-            Path::new(MODEL_TESTS_FILE),
-            tests.code.as_bytes(),
-        )
-        .map_err(|e| EvalError::task(&task.namespace, format!("cannot write the tests: {e}")))?;
-        let deadline = Instant::now() + cfg.timeout.min(MODEL_TESTS_TIMEOUT);
-        let mut passed = Vec::new();
-        let mut failure = None;
-        for name in &tests.names {
-            let id = format!("{MODEL_TESTS_FILE}::{name}");
-            let exit = copy.pytest(task, &id, deadline, cfg, cancel)?;
-            let tail = || sandbox::tail(&copy.log, cfg.output_tail);
-            let outcome = match exit {
-                Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
-                Exit::Code(0) => TestOutcome::Passed,
-                // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
-                Exit::Code(1) => match pytest_exception(&tail()) {
-                    Some((name, _)) if name == "AssertionError" || name == "Failed" => {
-                        TestOutcome::Failed
-                    }
-                    _ => TestOutcome::Raised,
-                },
-                _ => TestOutcome::Raised,
-            };
-            if outcome != TestOutcome::Passed && failure.is_none() {
-                failure = Some(tail());
-            }
-            passed.push(outcome);
-        }
-        Ok((passed, failure))
-    }
-}
-
 /// The exception a failed pytest run's `output` reports, and the line naming it.
 pub fn pytest_exception(output: &str) -> Option<(String, String)> {
     let summary = || summary_lines(output);
@@ -332,6 +286,52 @@ pub struct TaskTests<'a> {
     pub source_root: &'a Path,
     pub cfg: &'a RunnerConfig,
     pub cancel: &'a AtomicBool,
+}
+
+impl TaskTests<'_> {
+    /// [`run_model_tests`], with the output's tail of the first test that did not pass.
+    fn outcomes(
+        &self,
+        completion: &str,
+        tests: &ModelTests,
+    ) -> Result<(Vec<TestOutcome>, Option<String>), EvalError> {
+        let (task, cfg, cancel) = (self.task, self.cfg, self.cancel);
+        if body::is_trivial(completion) {
+            return Ok((vec![TestOutcome::Failed; tests.names.len()], None));
+        }
+        let copy = Spliced::new(task, completion, self.source_root, cfg)?;
+        sandbox::create_no_follow(
+            &copy.root,
+            Path::new(MODEL_TESTS_FILE),
+            tests.code.as_bytes(),
+        )
+        .map_err(|e| EvalError::task(&task.namespace, format!("cannot write the tests: {e}")))?;
+        let deadline = Instant::now() + cfg.timeout.min(MODEL_TESTS_TIMEOUT);
+        let mut passed = Vec::new();
+        let mut failure = None;
+        for name in &tests.names {
+            let id = format!("{MODEL_TESTS_FILE}::{name}");
+            let exit = copy.pytest(task, &id, deadline, cfg, cancel)?;
+            let tail = || sandbox::tail(&copy.log, cfg.output_tail);
+            let outcome = match exit {
+                Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
+                Exit::Code(0) => TestOutcome::Passed,
+                // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
+                Exit::Code(1) => match pytest_exception(&tail()) {
+                    Some((name, _)) if name == "AssertionError" || name == "Failed" => {
+                        TestOutcome::Failed
+                    }
+                    _ => TestOutcome::Raised,
+                },
+                _ => TestOutcome::Raised,
+            };
+            if outcome != TestOutcome::Passed && failure.is_none() {
+                failure = Some(tail());
+            }
+            passed.push(outcome);
+        }
+        Ok((passed, failure))
+    }
 }
 
 impl TestRunner for TaskTests<'_> {

@@ -86,19 +86,20 @@ pub fn code_blocks(answer: &str) -> Vec<String> {
         let text = line.trim_start();
         let indent = line.len() - text.len();
         let ticks = text.len() - text.trim_start_matches('`').len();
-        match current.as_mut() {
+        match &mut current {
             None if ticks >= 3 => current = Some((indent, ticks, Vec::new())),
             None => {}
-            Some((open_indent, open_ticks, _))
+            Some((open_indent, open_ticks, lines)) => {
                 if ticks >= *open_ticks
                     && indent <= *open_indent + 3
-                    && text[ticks..].trim().is_empty() =>
-            {
-                if let Some((_, _, lines)) = current.take() {
-                    blocks.push(join_lines(&lines));
+                    && text[ticks..].trim().is_empty()
+                {
+                    blocks.push(join_lines(lines));
+                    current = None;
+                } else {
+                    lines.push(line);
                 }
             }
-            Some((_, _, lines)) => lines.push(line),
         }
     }
     if let Some((_, _, lines)) = current {
