@@ -808,15 +808,28 @@ fn examples_repair(
         out.trace.error = Some("the kept answer has no conversation (infilled)".into());
         return Ok(out);
     }
-    let report = match runner.failure(&kept.completion.body, written) {
-        Ok(tail) => tail.as_deref().and_then(model_tests::examples_failures),
+    let tail = match runner.failure(&kept.completion.body, written) {
+        Ok(Some(tail)) => tail,
+        Ok(None) => {
+            out.trace.error = Some("the examples passed when run again".into());
+            return Ok(out);
+        }
         Err(e) => {
             out.trace.error = Some(e);
             return Ok(out);
         }
     };
-    let Some(report) = report else {
-        out.trace.error = Some("the examples' run gave no report".into());
+    let Some(report) = model_tests::examples_failures(&tail) else {
+        // A timeout or a collection error: its last line says which.
+        let last = tail
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        out.trace.error = Some(format!(
+            "the examples' run names no failed example: {}",
+            last.trim()
+        ));
         return Ok(out);
     };
     let mut base = kept.clone();
@@ -1381,6 +1394,8 @@ mod tests {
         second: fn(&str) -> TestOutcome,
         examined: std::sync::Mutex<Vec<String>>,
         examples: fn(&str) -> bool,
+        /// The failed examples' output (doctest's report, unless a test sets another).
+        report: &'static str,
     }
 
     impl ByBody {
@@ -1390,6 +1405,10 @@ mod tests {
                 second,
                 examined: Default::default(),
                 examples: |_| false,
+                report: "E       AssertionError: ****\nE         Line 3, in total\n\
+                    E         Failed example:\nE             total(1, 2)\n\
+                    E         Expected:\nE             3\nE         Got:\nE             4\n\
+                    E       assert 1 == 0\n",
             }
         }
     }
@@ -1412,13 +1431,7 @@ mod tests {
         /// doctest's report in pytest's words, when the examples fail.
         fn failure(&self, body: &str, tests: &ModelTests) -> Result<Option<String>, String> {
             assert_eq!(tests.names, ["test_docstring_examples"]);
-            Ok((!(self.examples)(body)).then(|| {
-                "E       AssertionError: ****\nE         Line 3, in total\n\
-                 E         Failed example:\nE             total(1, 2)\n\
-                 E         Expected:\nE             3\nE         Got:\nE             4\n\
-                 E       assert 1 == 0\n"
-                    .to_string()
-            }))
+            Ok((!(self.examples)(body)).then(|| self.report.to_string()))
         }
     }
 
@@ -1480,6 +1493,7 @@ mod tests {
         );
         // Greedy, as the first answer was, though `sample1`'s conversation.
         assert_eq!(calls.last(), Some(&Sampling::Greedy));
+        let calls_with_round = calls.len();
         let steps: Vec<&str> = run.steps.iter().map(|s| s.step).collect();
         assert_eq!(steps.last(), Some(&"examples_repair"));
         // The repaired answer passes them: it is kept.
@@ -1493,6 +1507,21 @@ mod tests {
         assert_eq!(run.generation.completion.body, "return b + a\n");
         assert!(run.grounding.examples_repair.as_ref().unwrap().kept);
         assert!(run.grounding.first_answer.is_some());
+
+        // A run that names no failed example (a timeout): no round, and the trace says why.
+        let mut runner = ByBody::new(|_| TestOutcome::Passed);
+        runner.report = "Timeout (10 s)\n\n";
+        let (run, calls) = run_on(with_examples, outlier(), 3, Select::Review, Some(&runner));
+        let repair = run.grounding.examples_repair.as_ref().unwrap();
+        assert_eq!(
+            repair.error.as_deref(),
+            Some("the examples' run names no failed example: Timeout (10 s)")
+        );
+        assert_eq!(
+            calls.len(),
+            calls_with_round - 1,
+            "a call for the round: {calls:?}"
+        );
 
         // A docstring without examples runs nothing; neither does `first`, which has no pool.
         let mut runner = ByBody::new(|_| TestOutcome::Passed);
