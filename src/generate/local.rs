@@ -4,13 +4,11 @@
 //! what does not fit is shown as an elision marker and counted. Beside the file, where the
 //! repository calls the target ([`super::usages`]), unless the file view already shows it.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::usages::{usages, Usage};
 use super::Target;
-use crate::repo::lang::outline::{long_literals, outline, LongLiteral, Stmt, StmtKind};
+use crate::repo::lang::outline::{outline, Stmt, StmtKind};
 use crate::repo::mask::MaskedView;
 use crate::repo::Lang;
 
@@ -45,8 +43,6 @@ pub struct LocalView {
     order: Vec<(usize, usize)>,
     /// Every other line, nearest to the target first: shown until the first that doesn't fit.
     near: Vec<usize>,
-    /// Strings and comments over several lines: one the view cuts is closed where it is cut.
-    literals: Vec<LongLiteral>,
     /// The enclosing class's name, for the trace.
     class: Option<String>,
     /// Where the repository calls the target.
@@ -111,7 +107,7 @@ impl LocalView {
                 .iter()
                 .position(|s| s.kind == StmtKind::Class && s.start_line <= l && l <= s.header_end)
         });
-        let order = priorities(&stmts, &lines, class, anchor);
+        let order = priorities(&stmts, class, anchor, lines.len());
         let near = by_distance(anchor, lines.len());
         let repo = view
             .root()
@@ -128,7 +124,6 @@ impl LocalView {
             indent: target.indent,
             order,
             near,
-            literals: long_literals(target.lang, text),
             class: class.and_then(|i| stmts[i].name.clone()),
             usages: view.target().map(|id| usages(view, id)).unwrap_or_default(),
         })
@@ -190,7 +185,6 @@ impl LocalView {
             }
             shown[i] = true;
         }
-        let closers = self.close_cut_literals(&mut shown);
         let comment = match self.lang {
             Lang::Python => "#",
             Lang::Java => "//",
@@ -223,13 +217,7 @@ impl LocalView {
                 out.push_str(&elision(comment, indent_of(line)));
                 gap = false;
             }
-            match closers.get(&i) {
-                Some(close) => {
-                    out.push_str(line.trim_end().trim_end_matches('\\'));
-                    out.push_str(close);
-                }
-                None => out.push_str(line),
-            }
+            out.push_str(line);
             out.push('\n');
         }
         if self.anchor >= self.lines.len() {
@@ -254,42 +242,6 @@ impl LocalView {
             marker: marker_at,
         }
     }
-
-    /// A string or comment shown only in part stays well-formed: its lines after the first
-    /// one left out are left out too, and its last line shown gets the closing quotes (or
-    /// `*/`), which the returned map gives by line. One that shows no text but its opening
-    /// quotes is left out whole.
-    fn close_cut_literals(&self, shown: &mut [bool]) -> HashMap<usize, &'static str> {
-        let mut closers = HashMap::new();
-        for lit in &self.literals {
-            let start = lit.start_line - 1;
-            if start >= shown.len() {
-                continue;
-            }
-            let end = (lit.end_line - 1).min(shown.len() - 1);
-            let Some(cut) = (start..=end).find(|&i| !shown[i]) else {
-                continue;
-            };
-            shown[cut..=end].iter_mut().for_each(|s| *s = false);
-            if cut == start {
-                continue;
-            }
-            if cut == start + 1 && bare_opener(&self.lines[start]) {
-                shown[start] = false;
-            } else {
-                closers.insert(cut - 1, lit.close);
-            }
-        }
-        closers
-    }
-}
-
-/// A line holding only a literal's opening (`"""`, `r'''`, `/**`): its text starts below.
-fn bare_opener(line: &str) -> bool {
-    matches!(
-        line.trim().trim_start_matches(char::is_alphabetic),
-        "\"\"\"" | "'''" | "/**" | "/*"
-    )
 }
 
 /// The calls among `usages` that `file` does not show.
@@ -326,21 +278,13 @@ fn new_function_anchor(lang: Lang, lines: &[String]) -> usize {
 /// signatures.
 fn priorities(
     stmts: &[Stmt],
-    lines: &[String],
     class: Option<usize>,
     anchor: usize,
+    n_lines: usize,
 ) -> Vec<(usize, usize)> {
-    let n_lines = lines.len();
     let z = |s: usize, e: usize| (s.saturating_sub(1), e.saturating_sub(1));
-    // The header and the docstring's first line of text (below bare opening quotes).
     let header = |s: &Stmt| {
-        let doc_end = s.doc_line.map_or(s.header_end, |d| {
-            let summary = match lines.get(d - 1) {
-                Some(l) if bare_opener(l) => (d + 1).min(s.end_line),
-                _ => d,
-            };
-            summary.max(s.header_end)
-        });
+        let doc_end = s.doc_line.map_or(s.header_end, |d| d.max(s.header_end));
         z(s.start_line, doc_end)
     };
     let mut order = Vec::new();
@@ -534,44 +478,6 @@ mod tests {
         let all = local2.render(100_000);
         assert!(all.usages.is_empty());
         assert_eq!(all.text, local2.render_file(100_000).text);
-    }
-
-    #[test]
-    fn a_docstring_shown_in_part_is_closed_where_it_is_cut() {
-        let src = "import os\n\n\ndef first(seq):\n    \"\"\" The first element.\n\n    \
-            >>> first('ABC')\n    'A'\n    \"\"\"\n    return next(iter(seq))\n\n\n\
-            def second(seq):\n    r\"\"\"\n    The second element.\n\n    More text.\n    \"\"\"\n    \
-            seq = iter(seq)\n    next(seq)\n    return next(seq)\n\n\n\
-            def target(x):\n    \"\"\"Target.\"\"\"\n    return x\n";
-        let (_dir, repo) = open(&[("m.py", src)]);
-        let id = resolve_target(&repo, "m.py::target").unwrap();
-        let view = MaskedView::new(&repo, Some(id), false);
-        let local = LocalView::new(&view, &Target::of(&repo, id).unwrap()).unwrap();
-        // Signatures and docstrings' first lines of text, each docstring closed.
-        let t = local.render(120).text;
-        assert!(
-            t.contains("def first(seq):\n    \"\"\" The first element.\"\"\"\n"),
-            "{t}"
-        );
-        assert!(
-            t.contains("def second(seq):\n    r\"\"\"\n    The second element.\"\"\"\n"),
-            "{t}"
-        );
-        // At every budget the quotes pair up and no docstring shows its end without its start.
-        for budget in (0..src.len() + 40).step_by(3) {
-            let t = local.render(budget).text;
-            assert_eq!(t.matches("\"\"\"").count() % 2, 0, "budget {budget}:\n{t}");
-            for line in ["More text.", "'A'"] {
-                if t.contains(line) {
-                    let doc = if line == "'A'" {
-                        "The first"
-                    } else {
-                        "The second"
-                    };
-                    assert!(t.contains(doc), "budget {budget}:\n{t}");
-                }
-            }
-        }
     }
 
     #[test]

@@ -164,50 +164,6 @@ fn java_block(block: Node, source: &str, depth: usize, out: &mut Vec<Stmt>) {
     }
 }
 
-/// A string or comment spanning several lines: a view showing only its first lines must close
-/// it, or everything after reads as part of it. Lines are 1-based and inclusive.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LongLiteral {
-    pub start_line: usize,
-    pub end_line: usize,
-    /// What ends it: `"""`, `'''` or ` */`.
-    pub close: &'static str,
-}
-
-/// The literals of `source` that span several lines (Python strings; Java block comments and
-/// text blocks), outermost only.
-pub fn long_literals(lang: Lang, source: &str) -> Vec<LongLiteral> {
-    let Some(tree) = super::parse_tree(lang, source) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut stack = vec![tree.root_node()];
-    while let Some(node) = stack.pop() {
-        let (start, end) = (line(node), end_line(node));
-        let close = match (lang, node.kind()) {
-            (Lang::Python, "string") | (Lang::Java, "string_literal") => {
-                // After a prefix such as `r` or `f`.
-                let text = super::text(source, node).trim_start_matches(char::is_alphabetic);
-                ["\"\"\"", "'''"].into_iter().find(|q| text.starts_with(q))
-            }
-            (Lang::Java, "block_comment") => Some(" */"),
-            _ => None,
-        };
-        if let Some(close) = close.filter(|_| end > start) {
-            out.push(LongLiteral {
-                start_line: start,
-                end_line: end,
-                close,
-            });
-            continue;
-        }
-        let mut cursor = node.walk();
-        stack.extend(node.children(&mut cursor));
-    }
-    out.sort_by_key(|l| l.start_line);
-    out
-}
-
 /// A name that code uses: `self.x` / `this.x` reads are marked as attributes of the enclosing
 /// object.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -344,23 +300,5 @@ mod tests {
             "{java:?}"
         );
         assert!(!java.iter().any(|n| n.name == "size"), "{java:?}");
-    }
-
-    #[test]
-    fn long_literals_are_strings_and_comments_over_several_lines() {
-        let py = "X = 'a'\n\ndef f():\n    r\'\'\'Doc\n    more\n    \'\'\'\n    s = \"\"\"one\"\"\"\n    \
-                  return f\"\"\"\n{s}\n\"\"\"\n";
-        let spans: Vec<(usize, usize, &str)> = long_literals(Lang::Python, py)
-            .iter()
-            .map(|l| (l.start_line, l.end_line, l.close))
-            .collect();
-        assert_eq!(spans, [(4, 6, "\'\'\'"), (8, 10, "\"\"\"")]);
-        let java =
-            "/**\n * Doc.\n */\nclass A {\n  // one\n  String s = \"\"\"\n    x\n    \"\"\";\n}\n";
-        let spans: Vec<(usize, usize, &str)> = long_literals(Lang::Java, java)
-            .iter()
-            .map(|l| (l.start_line, l.end_line, l.close))
-            .collect();
-        assert_eq!(spans, [(1, 3, " */"), (6, 8, "\"\"\"")]);
     }
 }
