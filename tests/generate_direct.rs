@@ -245,6 +245,8 @@ fn an_infilled_body_goes_under_the_targets_header_and_an_empty_one_is_an_error()
     );
     assert!(prompt.ends_with("<|fim_middle|>"), "{prompt}");
     assert!(prompt.contains("def iterate_path(path):\n"), "{prompt}");
+    // The body ends at the layout's next marker (a server may send it back as text).
+    assert!(out.request.stop.iter().any(|s| s == "<|file_sep|>"));
     assert!(out
         .completion
         .function

@@ -317,6 +317,7 @@ pub fn generate(
     request.sampling = options.sampling;
     if format == PromptFormat::Infill {
         request.until_dedent = Some(target.indent);
+        request.stop = prompts::INFILL_STOPS.map(String::from).to_vec();
     }
     let response = llm.generate(&request)?;
     finish(target, format, request, dropped, shown, response)

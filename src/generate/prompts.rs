@@ -208,6 +208,18 @@ pub fn infill(
     out
 }
 
+/// The layout's markers, and its end of text: an infilled body ends at the first (a server may
+/// send the non-special ones back as text; the local engine stops on them as tokens).
+pub const INFILL_STOPS: [&str; 7] = [
+    "<|file_sep|>",
+    "<|repo_name|>",
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    "<|fim_pad|>",
+    "<|endoftext|>",
+];
+
 /// The target's header and docstring at its place in the file, as an infilled body follows it.
 pub fn infill_header(target: &Target) -> String {
     postprocess::indent(&target.prompt_text(), &" ".repeat(target.indent))

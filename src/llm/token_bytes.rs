@@ -7,8 +7,8 @@ use tokenizers::{DecoderWrapper, Tokenizer};
 
 pub struct TokenBytes {
     bytes: Vec<Vec<u8>>,
-    /// Special added tokens (`<|im_end|>`, `<|endoftext|>`, ...): they end generation and are
-    /// never part of the text.
+    /// Control tokens: the special added tokens (`<|im_end|>`, `<|endoftext|>`, ...) and the
+    /// added `<|...|>` markers (see [`is_marker`]). They end generation and are never text.
     special: Vec<bool>,
 }
 
@@ -33,6 +33,14 @@ fn byte_level_decoder() -> HashMap<char, u8> {
     map
 }
 
+/// An added token written `<|name|>`. Qwen2.5 leaves its repository and fill-in-the-middle
+/// markers (`<|file_sep|>`, `<|fim_prefix|>`, `<|repo_name|>`, ...) unmarked as special, yet a
+/// model that writes one has left the code it was asked for (an infilled body followed by
+/// `<|file_sep|>` and the next file's path), so they end an answer like the special ones.
+fn is_marker(content: &str) -> bool {
+    content.len() > 4 && content.starts_with("<|") && content.ends_with("|>")
+}
+
 impl TokenBytes {
     /// Table for ids `0..vocab_size` (the model's vocabulary; ids the tokenizer lacks decode
     /// to nothing).
@@ -44,8 +52,9 @@ impl TokenBytes {
         let mut special = vec![false; vocab_size];
         for id in 0..vocab_size as u32 {
             if let Some(tok) = added.get(&id) {
-                special[id as usize] = tok.special;
-                bytes.push(if tok.special {
+                let control = tok.special || is_marker(&tok.content);
+                special[id as usize] = control;
+                bytes.push(if control {
                     Vec::new()
                 } else {
                     tok.content.clone().into_bytes()
@@ -92,5 +101,36 @@ impl TokenBytes {
 
     pub fn is_special(&self, id: u32) -> bool {
         self.special.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenizers::AddedToken;
+
+    #[test]
+    fn markers_end_an_answer_though_not_marked_special() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/llm/qwen2-gguf/tokenizer.json"
+        );
+        let mut tok = Tokenizer::from_file(path).unwrap();
+        // As Qwen2.5's tokenizer lists them: special false.
+        tok.add_tokens(&[
+            AddedToken::from("<|file_sep|>", false),
+            AddedToken::from("<tool_call>", false),
+        ]);
+        let id = |s: &str| tok.token_to_id(s).unwrap();
+        let table = TokenBytes::new(&tok, tok.get_vocab_size(true));
+        for marker in ["<|file_sep|>", "<|im_end|>"] {
+            assert!(table.is_special(id(marker)), "{marker}");
+            assert!(table.get(id(marker)).is_empty(), "{marker}");
+        }
+        // An added token of another form stays text.
+        assert!(!table.is_special(id("<tool_call>")));
+        assert_eq!(table.get(id("<tool_call>")), b"<tool_call>");
+        assert!(!table.is_special(id("def")));
+        assert!(!is_marker("<||>") && is_marker("<|fim_pad|>"));
     }
 }
