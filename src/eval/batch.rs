@@ -21,7 +21,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use super::method::{Generated, Method, MethodInput, Phase};
-use super::metrics::{dependency_recall, pass_summary, Score};
+use super::metrics::{dependency_recall, pass_summary, Score, GENERATION_FAILED};
 use super::runner::{run_task, Outcome, RunnerConfig, TaskResult};
 use super::tasks::{load_function_tasks, FunctionTask};
 use super::EvalError;
@@ -719,7 +719,7 @@ fn prepare(
                 Ok(g) => g,
                 Err(_) if cfg.cancel.load(Ordering::SeqCst) => return Ok(None),
                 Err(e) => {
-                    let msg = format!("generation failed: {e}");
+                    let msg = format!("{GENERATION_FAILED} {e}");
                     return record_error(cfg, task, msg).map(|_| None);
                 }
             }

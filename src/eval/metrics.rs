@@ -68,12 +68,16 @@ pub fn pass_summary<'a>(results: impl IntoIterator<Item = &'a TaskResult>) -> Pa
 pub struct Failure {
     /// The exception its failing test ended with (`NameError`, `AssertionError`, pytest's
     /// `Failed` for a `raises` that did not raise, ...), read from pytest's short summary line
-    /// or else its first `E` line; `timeout`; `empty body` (nothing ran); `harness error` (the
-    /// task could not be run); `test failed` when the output names no exception.
+    /// or else its first `E` line; `timeout`; `empty body` (nothing ran); `generation failed`
+    /// (the method gave no answer, e.g. an empty infilled body); `harness error` (the task could
+    /// not be run); `test failed` when the output names no exception.
     pub cause: String,
     /// That output line (at most [`DETAIL_CHARS`] characters), or the harness's message.
     pub detail: String,
 }
+
+/// How the message of a task whose method gave no answer begins.
+pub const GENERATION_FAILED: &str = "generation failed:";
 
 /// Most characters of a failure's detail line.
 pub const DETAIL_CHARS: usize = 200;
@@ -90,6 +94,10 @@ pub fn failure(r: &TaskResult) -> Option<Failure> {
     let (cause, detail) = match r.outcome {
         Outcome::Pass => return None,
         Outcome::Timeout => ("timeout".to_string(), message()),
+        // The message says which (see `eval::batch`): read back, older runs get it too.
+        Outcome::Error if message().starts_with(GENERATION_FAILED) => {
+            ("generation failed".to_string(), message())
+        }
         Outcome::Error => ("harness error".to_string(), message()),
         Outcome::Fail if r.tests_run == 0 => ("empty body".to_string(), message()),
         Outcome::Fail => match pytest_exception(&r.output_tail) {
@@ -239,8 +247,13 @@ mod tests {
             (f.cause.as_str(), f.detail.as_str()),
             ("empty body", "body is empty or only `pass`")
         );
-        let error = result("a", vec![], Outcome::Error);
+        let mut error = result("a", vec![], Outcome::Error);
+        error.message = Some("the repository could not be copied".into());
         assert_eq!(failure(&error).unwrap().cause, "harness error");
+        error.message = Some(format!(
+            "{GENERATION_FAILED} the model's answer holds no code"
+        ));
+        assert_eq!(failure(&error).unwrap().cause, "generation failed");
         assert_eq!(failure(&result("a", vec![], Outcome::Pass)), None);
     }
 
