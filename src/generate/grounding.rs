@@ -12,7 +12,7 @@
 //! classes, its in-repo supertypes or a static import, and `this.x` a field or method of them
 //! (a supertype from outside the repository turns both off).
 
-use super::Target;
+use super::{Completion, Target};
 use crate::repo::lang;
 use crate::repo::mask::edit_distance;
 use crate::repo::symbols::{PY_BUILTINS, PY_STDLIB_MODULES};
@@ -44,6 +44,9 @@ pub struct Grounding {
     /// Builtin types the class derives from (directly or through in-repo bases): a missing
     /// attribute with no close name is answered with their methods.
     pub builtin_bases: Vec<String>,
+    /// Imports [`check_importing`] put at the top of the body before this check.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub added_imports: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -135,6 +138,61 @@ pub fn check(view: &MaskedView, target: &Target, function: &str) -> Grounding {
     }
     check_python(view, target, &source, def, &mut g);
     g
+}
+
+/// Checks `completion` like [`check`], first putting at the top of its body the imports it lacks
+/// that [`imports::body_imports`] finds (from the model's own `answer`, or standard modules),
+/// when that leaves fewer problems; the result lists them.
+pub fn check_importing(
+    view: &MaskedView,
+    target: &Target,
+    completion: &mut Completion,
+    answer: &str,
+) -> Grounding {
+    let g = check(view, target, &completion.function);
+    if target.lang != Lang::Python {
+        return g;
+    }
+    let imports = imports::body_imports(view, target, &g, &completion.function, answer);
+    let Some(body) = body_with_imports(&completion.body, &imports) else {
+        return g;
+    };
+    let fixed = completion.with_body(&target.shape(), body);
+    let mut again = check(view, target, &fixed.function);
+    if again.problems.len() >= g.problems.len() {
+        return g;
+    }
+    again.added_imports = imports;
+    *completion = fixed;
+    again
+}
+
+/// `body` (a Python function body, dedented) with `imports` as its first statements, after its
+/// docstring; `None` when there are none or the body does not parse.
+fn body_with_imports(body: &str, imports: &[String]) -> Option<String> {
+    if imports.is_empty() {
+        return None;
+    }
+    let tree = parse_python(body)?;
+    let first = named_children(tree.root_node())
+        .into_iter()
+        .find(|n| n.kind() != "comment");
+    let at = match first {
+        Some(doc) if is_docstring(doc) => body[doc.end_byte()..]
+            .find('\n')
+            .map_or(body.len(), |i| doc.end_byte() + i + 1),
+        _ => 0,
+    };
+    let mut out = body[..at].to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    for import in imports {
+        out.push_str(import);
+        out.push('\n');
+    }
+    out.push_str(&body[at..]);
+    Some(out)
 }
 
 /// The user message of the repair round: what is undefined and what exists instead; `None`
@@ -2606,6 +2664,7 @@ fn java_self_recursion(src: &str, def: Node, target: &Target) -> Option<Problem>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::complete_function;
     use crate::repo::{resolve_target, Repository};
 
     fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository) {
@@ -2733,6 +2792,48 @@ mod tests {
         def tagged(fn):\n    return fn\n\n\
         @functools.lru_cache()\n\
         def cached(x):\n    return x\n";
+
+    #[test]
+    fn imports_the_body_lacks_go_after_its_docstring_when_they_leave_fewer_problems() {
+        let (_dir, repo) = repo_with(&[(
+            "m.py",
+            "def top(xs):\n    \"\"\"Most common.\"\"\"\n    return xs[0]\n",
+        )]);
+        let id = resolve_target(&repo, "m.top").unwrap();
+        let view = MaskedView::new(&repo, Some(id), false);
+        let target = Target::of(&repo, id).unwrap();
+        let answer = "import collections\n\ndef top(xs):\n    \"\"\"Most common.\"\"\"\n    \
+                      # the most common one\n    \
+                      return collections.Counter(xs).most_common(1)[0][0]\n";
+        let mut completion = complete_function(answer, &target.shape()).unwrap();
+        let g = check_importing(&view, &target, &mut completion, answer);
+        assert!(g.is_ok(), "{:?}", g.problems);
+        assert_eq!(g.added_imports, ["import collections"]);
+        assert_eq!(
+            completion.function,
+            "def top(xs):\n    \"\"\"Most common.\"\"\"\n    import collections\n    \
+             # the most common one\n    return collections.Counter(xs).most_common(1)[0][0]\n"
+        );
+        assert_eq!(
+            check(&view, &target, &completion.function),
+            g_without_imports(&g)
+        );
+        // Nothing to import for a name that is no module: the answer is left as it was.
+        let answer = "def top(xs):\n    return colections.Counter(xs)\n";
+        let mut completion = complete_function(answer, &target.shape()).unwrap();
+        let before = completion.clone();
+        let g = check_importing(&view, &target, &mut completion, answer);
+        assert_eq!(problems(&g), [(ProblemKind::UndefinedName, "colections")]);
+        assert!(g.added_imports.is_empty());
+        assert_eq!(completion, before);
+    }
+
+    fn g_without_imports(g: &Grounding) -> Grounding {
+        Grounding {
+            added_imports: Vec::new(),
+            ..g.clone()
+        }
+    }
 
     #[test]
     fn calls_are_checked_against_the_definitions_they_reach() {

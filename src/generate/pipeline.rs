@@ -459,7 +459,12 @@ pub fn run(
     let mut checked = GroundingTrace::default();
     if opts.grounding {
         let pooled = opts.select.pools();
-        let first = grounding::check(view, target, &generation.completion.function);
+        let first = grounding::check_importing(
+            view,
+            target,
+            &mut generation.completion,
+            &generation.raw_answer,
+        );
         let original = generation.clone();
         let mut problems = first.problems.len();
         // The answers `--select central|review|likely` chooses from, with their problems (kept only
@@ -495,11 +500,16 @@ pub fn run(
             let mut answers = answers.into_iter();
             let repaired = if repair { answers.next() } else { None };
             match repaired {
-                Some(Ok(second)) => {
+                Some(Ok(mut second)) => {
                     let r = &second.response;
                     checked.repair_tokens = (r.prompt_tokens, r.generated_tokens);
                     checked.repaired_answer = Some(second.raw_answer.clone());
-                    let again = grounding::check(view, target, &second.completion.function);
+                    let again = grounding::check_importing(
+                        view,
+                        target,
+                        &mut second.completion,
+                        &second.raw_answer,
+                    );
                     offer("repair".to_string(), &second, again.problems.len());
                     if again.problems.len() < problems {
                         problems = again.problems.len();
@@ -837,7 +847,7 @@ fn examples_repair(
     let request = Retry::Repair(prompts::examples_repair(&report));
     out.trace.report = Some(report);
     let answer = retry(llm, target, &base, &[request]).pop();
-    let answer = match answer {
+    let mut answer = match answer {
         Some(Ok(g)) => g,
         Some(Err(GenerateError::Llm(e))) => return Err(GenerateError::Llm(e).into()),
         Some(Err(e)) => {
@@ -846,9 +856,10 @@ fn examples_repair(
         }
         None => return Ok(out),
     };
-    let found = grounding::check(view, target, &answer.completion.function)
-        .problems
-        .len();
+    let found =
+        grounding::check_importing(view, target, &mut answer.completion, &answer.raw_answer)
+            .problems
+            .len();
     out.trace.answer = Some(answer.raw_answer.clone());
     out.trace.problems = Some(found);
     if found <= problems {
@@ -881,13 +892,14 @@ fn candidate(
         tokens: (0, 0),
     };
     match answer {
-        Ok(candidate) => {
+        Ok(mut candidate) => {
             let r = &candidate.response;
             trace.tokens = (r.prompt_tokens, r.generated_tokens);
-            trace.check = Some(grounding::check(
+            trace.check = Some(grounding::check_importing(
                 view,
                 target,
-                &candidate.completion.function,
+                &mut candidate.completion,
+                &candidate.raw_answer,
             ));
             Ok((trace, Some(candidate)))
         }
@@ -1218,6 +1230,27 @@ mod tests {
         let (run, calls) = run_with(clean, 3);
         assert_eq!(calls, vec![Sampling::Greedy]);
         assert!(run.grounding.repaired.is_none() && run.grounding.samples.is_empty());
+    }
+
+    #[test]
+    fn a_standard_module_the_file_never_imports_is_imported_in_the_body_not_repaired() {
+        let reads_a_module = Scripted {
+            greedy_body: Some("return operator.add(a, b)"),
+            ..flagged(99)
+        };
+        let reads_a_module = Scripted {
+            greedy_clean: true,
+            ..reads_a_module
+        };
+        let (run, calls) = run_with(reads_a_module, 3);
+        assert_eq!(calls, vec![Sampling::Greedy]);
+        let first = run.grounding.first.as_ref().expect("checked");
+        assert!(first.problems.is_empty(), "{:?}", first.problems);
+        assert_eq!(first.added_imports, ["import operator"]);
+        assert_eq!(
+            run.generation.completion.function,
+            "def total(a, b):\n    import operator\n    return operator.add(a, b)\n"
+        );
     }
 
     /// Clean answers, the greedy one unlike the others (which return `a + b`), sample 1 clean.

@@ -73,6 +73,17 @@ pub fn complete_function(
     })
 }
 
+impl Completion {
+    /// The same completion with `body` in place of its body.
+    pub fn with_body(&self, target: &TargetShape, body: String) -> Completion {
+        Completion {
+            function: assemble(target, &body),
+            body,
+            source: self.source,
+        }
+    }
+}
+
 /// The fenced code blocks of an answer (an unterminated fence runs to the end), or the whole
 /// answer when it has none. A block closes as in CommonMark: a line of at least as many
 /// backticks and nothing else, indented at most three columns past the opening fence. A fence

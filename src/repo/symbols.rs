@@ -1024,7 +1024,7 @@ impl<'r> Resolver<'r> {
 
 /// The local name an import binds: alias, else imported name, else (Python `import a.b`) `a`;
 /// Java: the last segment.
-fn bound_name(imp: &Import, java: bool) -> &str {
+pub(crate) fn bound_name(imp: &Import, java: bool) -> &str {
     if let Some(a) = &imp.alias {
         return a;
     }
