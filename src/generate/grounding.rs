@@ -141,7 +141,7 @@ pub fn check(view: &MaskedView, target: &Target, function: &str) -> Grounding {
 }
 
 /// Checks `completion` like [`check`], first putting at the top of its body the imports it lacks
-/// that [`imports::body_imports`] finds (from the model's own `answer`, or standard modules),
+/// that [`imports::body_imports`] finds (from the model's own `answer`, or modules read as such),
 /// when that leaves fewer problems; the result lists them.
 pub fn check_importing(
     view: &MaskedView,

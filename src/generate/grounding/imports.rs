@@ -62,8 +62,9 @@ pub fn missing_imports(
 /// is kept; and it reads standard modules (`collections.Counter(...)`) its file never imports.
 /// For each such name, in order: an import of the answer's own code (`answer`, its top level)
 /// that binds it and resolves from the target's file to this repository or a standard module;
-/// else `import m` for a standard module `m` that the function reads only as `m.attr` and no
-/// repository module shadows. Other names are left to the repair round.
+/// else `import m` for a module `m` the function reads only as `m.attr`, when that is the one
+/// import that binds it (a standard module no repository module shadows, or a top-level module
+/// of the repository). Other names are left to the repair round.
 pub fn body_imports(
     view: &MaskedView,
     target: &Target,
