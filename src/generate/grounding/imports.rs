@@ -87,10 +87,10 @@ pub fn body_imports(
         let import = match written.iter().find(|(bound, _)| bound == name) {
             Some((_, statement)) => Some(statement.clone()),
             None => {
-                let stdlib = format!("import {name}");
-                (import_suggestions(view, name) == [stdlib.as_str()]
+                let module = format!("import {name}");
+                (import_suggestions(view, name) == [module.as_str()]
                     && read_only_as_module(function, name))
-                .then_some(stdlib)
+                .then_some(module)
             }
         };
         out.extend(import.filter(|i| !out.contains(i)));
