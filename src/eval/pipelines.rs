@@ -2,7 +2,7 @@
 //! repository model, masked, and generated from its signature and the task's requirement. The
 //! built-in methods (`--method`) and their settings.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use crate::generate::select::Select;
 use crate::generate::session::{Session, SessionOptions, SessionRun, VectorPlace};
 use crate::generate::{GenerateOptions, LocalContext, PromptFormat, Target};
 use crate::llm::{Engine, Llm, LlmOptions};
-use crate::repo::lang::outline::code_names;
+use crate::repo::lang::outline::{code_names, CodeName};
 use crate::repo::mask::MaskedView;
 use crate::repo::{resolve_target, FnId, Lang, Repository};
 use crate::retrieve::dyretriever::{DyOptions, ExpandMode};
@@ -325,8 +325,9 @@ impl Method for Pipeline {
 /// `C.x` (attributes), a name imported into the item's file is the imported definition, and any
 /// other identifier in code of module `M` is `M.ident` (module variables, same-file helpers).
 /// Names come from the parse tree: words in comments, docstrings and strings don't count. The
-/// target's own file, as the local view showed it, counts the same way (its `self.x` as the
-/// target's class). A name merely used is present; that its definition is present is the
+/// target's own file counts the same way (its `self.x` as the target's class), on the lines the
+/// local view showed, parsed as the whole file: the view's text alone has gaps, and a
+/// docstring's first line shown without its end would make the prose after it code. A name merely used is present; that its definition is present is the
 /// stricter reading (the items' own names alone, [`Generated::definitions`]).
 fn names_present(
     view: &MaskedView,
@@ -335,7 +336,7 @@ fn names_present(
     local: Option<&LocalContext>,
 ) -> Vec<String> {
     let mut names: Vec<String> = context.iter().map(|c| c.qualname.clone()).collect();
-    let mut add = |path: &str, class: Option<String>, code: &str| {
+    let mut add = |path: &str, class: Option<String>, code: &[CodeName]| {
         let Some(symbols) = view.file_symbols(path) else {
             return;
         };
@@ -354,7 +355,7 @@ fn names_present(
                 Some((local, qualname))
             })
             .collect();
-        for n in code_names(lang, code) {
+        for n in code {
             names.push(match (n.on_self, &class) {
                 (true, Some(class)) => format!("{class}.{}", n.name),
                 _ => match imported.get(n.name.as_str()) {
@@ -371,13 +372,18 @@ fn names_present(
             .filter_map(|id| view.function(id))
             .find(|f| f.span.start_line == c.start_line)
             .and_then(|f| f.class.clone());
-        add(&c.path, class, &c.code);
+        add(&c.path, class, &code_names(lang, &c.code));
     }
     if let Some(l) = local {
         let class = view
             .target()
             .and_then(|id| view.repository().function(id).class.clone());
-        add(&l.path, class, &l.text);
+        // The names of the lines shown, parsed as the whole file: the view's text has gaps.
+        let shown: HashSet<usize> = l.shown_rows.iter().copied().collect();
+        let file = view.file_text(&l.path).unwrap_or_default();
+        let mut in_view = code_names(lang, file);
+        in_view.retain(|n| shown.contains(&n.row));
+        add(&l.path, class, &in_view);
     }
     names.sort();
     names.dedup();
@@ -478,6 +484,43 @@ mod tests {
         assert!(!names.iter().any(|n| n == "pkg.mem._fd"), "{names:?}");
         // Words of comments and strings are not names the code uses.
         assert!(!names.iter().any(|n| n == "pkg.mem.unflushed"), "{names:?}");
+    }
+
+    #[test]
+    fn the_file_views_names_are_those_of_its_shown_lines_parsed_as_the_whole_file() {
+        // Every function's docstring opens on one line and closes on a later one: a view that
+        // shows the first line of each and elides the rest pairs one docstring's opening
+        // quotes with the next one's, and the prose between reads as code.
+        let mut file = String::from("from .const import LIMIT\n");
+        for name in [
+            "alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta",
+        ] {
+            file.push_str(&format!(
+                "\n\ndef {name}(seq):\n    \"\"\" Return {name} items of sequence\n\n    \
+                 Longer prose about {name}.\n    \"\"\"\n    {name}_count = len(seq)\n    \
+                 return {name}_count + LIMIT\n"
+            ));
+        }
+        let (_dir, repo) =
+            crate::repo::temp_repository(&[("pkg/m.py", &file), ("pkg/const.py", "LIMIT = 1\n")]);
+        let id = resolve_target(&repo, "pkg.m.theta").unwrap();
+        let view = MaskedView::new(&repo, Some(id), false);
+        let target = Target::of(&repo, id).unwrap();
+        let local = crate::generate::LocalView::new(&view, &target)
+            .unwrap()
+            .render_file(700);
+        assert!(local.text.contains("Return alpha items"), "{}", local.text);
+        assert!(!local.text.contains("about alpha"), "{}", local.text);
+        let names = names_present(&view, Lang::Python, &[], Some(&local));
+        for want in ["pkg.m.alpha", "pkg.m.beta", "pkg.const.LIMIT"] {
+            assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+        }
+        for prose in ["Return", "items", "sequence"] {
+            assert!(
+                !names.iter().any(|n| n.ends_with(&format!(".{prose}"))),
+                "{prose} in {names:?}"
+            );
+        }
     }
 
     /// The function `qualname` of `repo` as dense retrieval would give it.

@@ -62,6 +62,11 @@ pub struct LocalContext {
     /// Byte range of the line in `text` that marks the target's place.
     #[serde(skip)]
     pub marker: (usize, usize),
+    /// The file's lines `text` shows (0-based, in order): `text` alone does not parse as the
+    /// file does (a docstring's first line shown without its end turns the prose after it
+    /// into code).
+    #[serde(skip)]
+    pub shown_rows: Vec<usize>,
 }
 
 impl LocalContext {
@@ -237,6 +242,7 @@ impl LocalView {
             usages: Vec::new(),
             text: out,
             lines_shown: shown.iter().filter(|s| **s).count(),
+            shown_rows: (0..shown.len()).filter(|&i| shown[i]).collect(),
             // The anchor line is the target's place, not code.
             lines_total: self.lines.len() - usize::from(self.anchor < self.lines.len()),
             marker: marker_at,

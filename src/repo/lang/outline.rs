@@ -170,6 +170,8 @@ fn java_block(block: Node, source: &str, depth: usize, out: &mut Vec<Stmt>) {
 pub struct CodeName {
     pub on_self: bool,
     pub name: String,
+    /// Its line in `source` (0-based).
+    pub row: usize,
 }
 
 /// The identifiers of `source` as code: from the parse tree, so names in comments, docstrings
@@ -203,6 +205,7 @@ pub fn code_names(lang: Lang, source: &str) -> Vec<CodeName> {
                 out.push(CodeName {
                     on_self,
                     name: super::text(source, node).to_string(),
+                    row: node.start_position().row,
                 });
             }
         }
