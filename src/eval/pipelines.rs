@@ -327,8 +327,9 @@ impl Method for Pipeline {
 /// Names come from the parse tree: words in comments, docstrings and strings don't count. The
 /// target's own file counts the same way (its `self.x` as the target's class), on the lines the
 /// local view showed, parsed as the whole file: the view's text alone has gaps, and a
-/// docstring's first line shown without its end would make the prose after it code. A name merely used is present; that its definition is present is the
-/// stricter reading (the items' own names alone, [`Generated::definitions`]).
+/// docstring's first line shown without its end would make the prose after it code. A name
+/// merely used is present; that its definition is present is the stricter reading (the items'
+/// own names alone, [`Generated::definitions`]).
 fn names_present(
     view: &MaskedView,
     lang: Lang,
