@@ -2,7 +2,7 @@
 //! repository model, masked, and generated from its signature and the task's requirement. The
 //! built-in methods (`--method`) and their settings.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -380,10 +380,9 @@ fn names_present(
             .target()
             .and_then(|id| view.repository().function(id).class.clone());
         // The names of the lines shown, parsed as the whole file: the view's text has gaps.
-        let shown: HashSet<usize> = l.shown_rows.iter().copied().collect();
         let file = view.file_text(&l.path).unwrap_or_default();
         let mut in_view = code_names(lang, file);
-        in_view.retain(|n| shown.contains(&n.row));
+        in_view.retain(|n| l.shown_rows.binary_search(&n.row).is_ok());
         add(&l.path, class, &in_view);
     }
     names.sort();
