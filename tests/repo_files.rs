@@ -224,6 +224,42 @@ fn write_replaces_the_function_and_keeps_a_backup_mode_and_nothing_else() {
 }
 
 #[test]
+fn write_keeps_the_targets_own_docstring_whatever_the_model_made_of_it() {
+    let t = tempfile::tempdir().unwrap();
+    let (root, m) = repo_with_m(t.path());
+    let want = M_PY.replace("return a\n", "return a + 1\n");
+    // Reflowed and reworded, quoted otherwise, or left out: the file's own docstring stays.
+    for function in [
+        "def f(a):\n    \"\"\"\n    Adds one to a.\n    \"\"\"\n    return a + 1\n",
+        "def f(a):\n    r'''Add one.'''\n    return a + 1\n",
+        "def f(a):\n    return a + 1\n",
+    ] {
+        fs::write(&m, M_PY).unwrap();
+        replace_f(&root, function, FinishReason::Stop, false).unwrap();
+        assert_eq!(fs::read_to_string(&m).unwrap(), want, "{function}");
+    }
+
+    // A method whose docstring holds an example the model's version dropped.
+    let class = "class C:\n    def f(self, a):\n        \"\"\"Add one.\n\n        >>> C().f(1)\n        2\n        \"\"\"\n        return a\n";
+    let c = put(&root, "c.py", class);
+    let repo = open(&root);
+    let id = resolve_target(&repo, "c.C.f").unwrap();
+    let function = "    def f(self, a):\n        \"\"\"Add one.\"\"\"\n        return a + 1\n";
+    write::write_function(
+        &repo,
+        Placement::Replace(id),
+        function,
+        false,
+        WriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(&c).unwrap(),
+        class.replace("return a\n", "return a + 1\n")
+    );
+}
+
+#[test]
 fn write_never_goes_through_a_planted_backup_link() {
     let t = tempfile::tempdir().unwrap();
     let (root, m) = repo_with_m(t.path());

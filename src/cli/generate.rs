@@ -126,8 +126,8 @@ pub struct GenerateArgs {
     #[arg(long, value_enum, default_value = "chat")]
     pub prompt_format: PromptFormat,
     /// Replace the function in its file, or append the new one (atomically, keeping a
-    /// `.repohop.bak` copy). A generation cut off by --max-tokens, or one that does not parse,
-    /// is not written.
+    /// `.repohop.bak` copy). A Python target keeps its own docstring. A generation cut off by
+    /// --max-tokens, or one that does not parse, is not written.
     #[arg(long)]
     pub write: bool,
     /// With --write: write a read-only file too (it stays read-only).

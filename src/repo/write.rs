@@ -10,7 +10,7 @@
 use super::ids::FnId;
 use super::lang;
 use super::model::{FileSymbols, Function, Lang};
-use super::pystr::only_docstring;
+use super::pystr::{leading_string_end, only_docstring};
 use super::repository::Repository;
 use crate::fsutil::{self, AtomicOptions};
 use std::path::{Path, PathBuf};
@@ -176,6 +176,34 @@ pub fn prepare(
         },
     };
 
+    let wanted = |f: &&Function| match placement {
+        Placement::Replace(id) => f.qualname == repo.function(id).qualname,
+        Placement::Append { name, .. } => f.name == name,
+    };
+    // The target's docstring is the user's specification: the model's restatement of it
+    // (reflowed, reworded, its examples dropped) is not written over it.
+    let mut len = function.len();
+    let own = match placement {
+        Placement::Replace(id) if front_end.lang() == Lang::Python => {
+            own_docstring(&original, repo.function(id))
+        }
+        _ => None,
+    };
+    let updated = match own {
+        Some(doc) => {
+            let first = front_end.parse(rel, &indexed.module, &updated);
+            match defined_at(&first, at, len, wanted) {
+                Some(new) => {
+                    let kept = with_docstring(&updated, new, doc);
+                    len = (len + kept.len()).saturating_sub(updated.len());
+                    kept
+                }
+                None => updated,
+            }
+        }
+        None => updated,
+    };
+
     let parsed = front_end.parse(rel, &indexed.module, &updated);
     if parsed.parse_errors > indexed.parse_errors {
         return Err(WriteError::SyntaxErrors {
@@ -184,11 +212,7 @@ pub fn prepare(
             after: parsed.parse_errors,
         });
     }
-    let wanted = |f: &&Function| match placement {
-        Placement::Replace(id) => f.qualname == repo.function(id).qualname,
-        Placement::Append { name, .. } => f.name == name,
-    };
-    let Some(new) = defined_at(&parsed, at, function.len(), wanted) else {
+    let Some(new) = defined_at(&parsed, at, len, wanted) else {
         return Err(WriteError::NotDefined {
             path: rel.into(),
             name: name.into(),
@@ -304,6 +328,33 @@ fn read_only(meta: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn read_only(meta: &std::fs::Metadata) -> bool {
     meta.permissions().readonly()
+}
+
+/// The docstring literal `f`'s body opens with in `text` (quotes and prefix included).
+fn own_docstring<'t>(text: &'t str, f: &Function) -> Option<&'t str> {
+    f.docstring.as_ref()?;
+    let body = text.get(f.body.start_byte..f.body.end_byte)?;
+    let end = leading_string_end(body)?;
+    Some(body[..end].trim_start())
+}
+
+/// `text` with `doc` as the docstring of the function `f` defined in it: in place of the one
+/// its body opens with, or on a line of its own before the first statement (not when the body
+/// is on the header's line).
+fn with_docstring(text: &str, f: &Function, doc: &str) -> String {
+    let Some(body) = text.get(f.body.start_byte..f.body.end_byte) else {
+        return text.to_string();
+    };
+    let start = f.body.start_byte + body.len() - body.trim_start().len();
+    let (head, rest) = text.split_at(start);
+    match leading_string_end(body) {
+        Some(end) => format!("{head}{doc}{}", &text[f.body.start_byte + end..]),
+        None if f.body.start_line == f.signature.end_line => text.to_string(),
+        None => {
+            let margin = &head[head.rfind('\n').map_or(0, |i| i + 1)..];
+            format!("{head}{doc}\n{margin}{rest}")
+        }
+    }
 }
 
 /// The function `wanted` accepts that starts within `len` bytes from `at`.
