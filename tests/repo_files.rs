@@ -349,25 +349,37 @@ fn write_refuses_a_function_that_does_not_parse_or_is_not_the_target() {
 fn write_appends_a_new_function_and_checks_it_too() {
     let t = tempfile::tempdir().unwrap();
     let (root, m) = repo_with_m(t.path());
-    let repo = open(&root);
-    let append = |function: &str| {
+    let append = |function: &str, docstring: Option<&str>| {
         write::write_function(
-            &repo,
+            &open(&root),
             Placement::Append {
                 path: "m.py",
                 name: "h",
+                docstring,
             },
             function,
             false,
             WriteOptions::default(),
         )
     };
-    let err = append("def g2():\n    return 3\n").unwrap_err();
+    let err = append("def g2():\n    return 3\n", None).unwrap_err();
     assert!(matches!(err, WriteError::NotDefined { .. }), "{err}");
-    append("def h():\n    return 3\n").unwrap();
+    append("def h():\n    return 3\n", None).unwrap();
     assert_eq!(
         fs::read_to_string(&m).unwrap(),
         format!("{M_PY}\n\ndef h():\n    return 3\n")
+    );
+    // The docstring the user wrote for it, not the model's version of it.
+    fs::write(&m, M_PY).unwrap();
+    let doc = "\"\"\"Three.\n\n    >>> h()\n    3\n    \"\"\"";
+    append(
+        "def h():\n    \"\"\"Return three.\"\"\"\n    return 3\n",
+        Some(doc),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(&m).unwrap(),
+        format!("{M_PY}\n\ndef h():\n    {doc}\n    return 3\n")
     );
 }
 

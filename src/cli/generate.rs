@@ -126,8 +126,8 @@ pub struct GenerateArgs {
     #[arg(long, value_enum, default_value = "chat")]
     pub prompt_format: PromptFormat,
     /// Replace the function in its file, or append the new one (atomically, keeping a
-    /// `.repohop.bak` copy). A Python target keeps its own docstring. A generation cut off by
-    /// --max-tokens, or one that does not parse, is not written.
+    /// `.repohop.bak` copy). A Python target keeps the docstring it was given. A generation
+    /// cut off by --max-tokens, or one that does not parse, is not written.
     #[arg(long)]
     pub write: bool,
     /// With --write: write a read-only file too (it stays read-only).
@@ -206,6 +206,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             None => Placement::Append {
                 path: &target.path,
                 name: &target.name,
+                docstring: target.docstring_literal.as_deref(),
             },
         };
         let opts = WriteOptions { force: args.force };

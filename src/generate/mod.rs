@@ -33,6 +33,8 @@ pub struct Target {
     pub signature: String,
     /// The specification shown to the model (docstring or Javadoc text).
     pub docstring: Option<String>,
+    /// A Python docstring as written, prefix and quotes included: what `--write` keeps.
+    pub docstring_literal: Option<String>,
     /// Column of the header in its file.
     pub indent: usize,
 }
@@ -60,6 +62,7 @@ impl Target {
             path: f.path.clone(),
             signature: format!("{}{}", " ".repeat(indent), repo.signature_text(id)),
             docstring: f.docstring.clone(),
+            docstring_literal: f.docstring_literal(text).map(str::to_string),
             indent,
         })
     }
@@ -121,6 +124,7 @@ impl Target {
                 path: path.to_string(),
                 signature: format!("{}{header}", " ".repeat(indent)),
                 docstring: f.docstring.clone(),
+                docstring_literal: f.docstring_literal(&source).map(str::to_string),
                 indent,
             });
         }
@@ -446,6 +450,10 @@ mod tests {
             ("split_all", "def split_all(path, sep='/'):", 0)
         );
         assert_eq!(t.docstring.as_deref(), Some("Split a path into parts."));
+        assert_eq!(
+            t.docstring_literal.as_deref(),
+            Some("\"\"\"Split a path into parts.\"\"\"")
+        );
         // A bare header is completed with a body before parsing; indentation is kept.
         let t = Target::from_signature("m.py", "    def area(self) -> float:").unwrap();
         assert_eq!(

@@ -57,6 +57,15 @@ pub struct Function {
     pub calls: Vec<CallSite>,
 }
 
+impl Function {
+    /// The Python docstring as written in `text` (the file it was parsed from), prefix and
+    /// quotes included; `None` for Java (a Javadoc precedes the definition).
+    pub fn docstring_literal<'t>(&self, text: &'t str) -> Option<&'t str> {
+        self.docstring.as_ref()?;
+        super::pystr::leading_docstring(text.get(self.body.start_byte..self.body.end_byte)?)
+    }
+}
+
 /// A call inside a function body: the callee as written (`foo`, `self.bar`, `mod.baz`, `A.b`;
 /// line breaks inside it removed). Java constructor calls are `new Foo`, `this(..)` / `super(..)`
 /// are `this` / `super`. A call belongs to the innermost enclosing function (calls in a nested

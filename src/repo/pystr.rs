@@ -56,6 +56,11 @@ pub fn only_docstring(body: &str) -> bool {
     })
 }
 
+/// The docstring literal `body` opens with, prefix and quotes included.
+pub fn leading_docstring(body: &str) -> Option<&str> {
+    leading_string_end(body).map(|end| body[..end].trim_start())
+}
+
 /// `body` without the docstring it opens with (and the rest of that line); `body` itself
 /// when it opens with none.
 pub fn without_docstring(body: &str) -> &str {

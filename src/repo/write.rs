@@ -22,7 +22,13 @@ pub enum Placement<'a> {
     Replace(FnId),
     /// A new function `name`, added to the parsed file `path` (repository-relative): Python at
     /// the end, Java before the closing brace of the file's last type.
-    Append { path: &'a str, name: &'a str },
+    /// `docstring`: the literal the user wrote for it (Python), written in place of the one the
+    /// model's answer opens with.
+    Append {
+        path: &'a str,
+        name: &'a str,
+        docstring: Option<&'a str>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -132,7 +138,7 @@ pub fn prepare(
             let f = repo.function(id);
             (f.path.as_str(), f.name.as_str())
         }
-        Placement::Append { path, name } => (path, name),
+        Placement::Append { path, name, .. } => (path, name),
     };
     let (Some(file), Some(front_end)) = (repo.file_id(rel), lang::for_path(rel)) else {
         return Err(not_source(rel));
@@ -184,10 +190,9 @@ pub fn prepare(
     // (reflowed, reworded, its examples dropped) is not written over it.
     let mut len = function.len();
     let own = match placement {
-        Placement::Replace(id) if front_end.lang() == Lang::Python => {
-            own_docstring(&original, repo.function(id))
-        }
-        _ => None,
+        _ if front_end.lang() != Lang::Python => None,
+        Placement::Replace(id) => repo.function(id).docstring_literal(&original),
+        Placement::Append { docstring, .. } => docstring,
     };
     let updated = match own {
         Some(doc) => {
@@ -328,14 +333,6 @@ fn read_only(meta: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn read_only(meta: &std::fs::Metadata) -> bool {
     meta.permissions().readonly()
-}
-
-/// The docstring literal `f`'s body opens with in `text` (quotes and prefix included).
-fn own_docstring<'t>(text: &'t str, f: &Function) -> Option<&'t str> {
-    f.docstring.as_ref()?;
-    let body = text.get(f.body.start_byte..f.body.end_byte)?;
-    let end = leading_string_end(body)?;
-    Some(body[..end].trim_start())
 }
 
 /// `text` with `doc` as the docstring of the function `f` defined in it: in place of the one
