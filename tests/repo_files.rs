@@ -383,6 +383,35 @@ fn write_appends_a_new_function_and_checks_it_too() {
     );
 }
 
+#[test]
+fn write_appends_a_java_method_under_the_javadoc_its_signature_gave() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("repo");
+    let original = "class A {\n    int one() {\n        return 1;\n    }\n}\n";
+    let a = put(&root, "A.java", original);
+    let signature = "/**\n * Two.\n * @return 2\n */\nint two()";
+    let target = repohop::generate::Target::from_signature("A.java", signature).unwrap();
+    write::write_function(
+        &open(&root),
+        Placement::Append {
+            path: "A.java",
+            name: "two",
+            docstring: target.docstring_literal.as_deref(),
+        },
+        "    int two() {\n        return 2;\n    }\n",
+        false,
+        WriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(
+        fs::read_to_string(&a).unwrap(),
+        original.replace(
+            "    }\n}",
+            "    }\n\n    /**\n     * Two.\n     * @return 2\n     */\n    int two() {\n        return 2;\n    }\n}"
+        )
+    );
+}
+
 // 11. Cache entries whose spans do not fit their file.
 
 fn corrupt_cache(root: &Path, edit: impl Fn(&mut serde_json::Value)) {

@@ -33,7 +33,7 @@ pub struct Target {
     pub signature: String,
     /// The specification shown to the model (docstring or Javadoc text).
     pub docstring: Option<String>,
-    /// A Python docstring as written, prefix and quotes included: what `--write` keeps.
+    /// The docstring as written (a Python literal, a Javadoc comment): what `--write` keeps.
     pub docstring_literal: Option<String>,
     /// Column of the header in its file.
     pub indent: usize,
@@ -477,6 +477,10 @@ mod tests {
             .trim_start()
             .starts_with("public static int sum("));
         assert_eq!(t.docstring.as_deref(), Some("Sum of the values."));
+        assert_eq!(
+            t.docstring_literal.as_deref(),
+            Some("/** Sum of the values. */")
+        );
     }
 
     #[test]

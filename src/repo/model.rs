@@ -58,11 +58,18 @@ pub struct Function {
 }
 
 impl Function {
-    /// The Python docstring as written in `text` (the file it was parsed from), prefix and
-    /// quotes included; `None` for Java (a Javadoc precedes the definition).
+    /// The docstring as written in `text` (the file it was parsed from): a Python body's
+    /// leading string, prefix and quotes included, or the Javadoc comment before a Java
+    /// definition.
     pub fn docstring_literal<'t>(&self, text: &'t str) -> Option<&'t str> {
         self.docstring.as_ref()?;
-        super::pystr::leading_docstring(text.get(self.body.start_byte..self.body.end_byte)?)
+        let body = text.get(self.body.start_byte..self.body.end_byte)?;
+        if body.starts_with('{') || body.is_empty() {
+            let before = text.get(..self.span.start_byte)?.trim_end();
+            let open = before.strip_suffix("*/")?.rfind("/**")?;
+            return Some(&before[open..]);
+        }
+        super::pystr::leading_docstring(body)
     }
 }
 

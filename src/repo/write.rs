@@ -22,8 +22,8 @@ pub enum Placement<'a> {
     Replace(FnId),
     /// A new function `name`, added to the parsed file `path` (repository-relative): Python at
     /// the end, Java before the closing brace of the file's last type.
-    /// `docstring`: the literal the user wrote for it (Python), written in place of the one the
-    /// model's answer opens with.
+    /// `docstring`: the one the user wrote for it (a Python literal, in place of the one the
+    /// model's answer opens with; a Javadoc comment, before the method).
     Append {
         path: &'a str,
         name: &'a str,
@@ -150,8 +150,8 @@ pub fn prepare(
     let original = unchanged_text(repo, rel, &path)?;
     let function = function.trim_end();
 
-    // `at`: where the function starts in the updated text.
-    let (updated, at) = match placement {
+    // `at`, `len`: where the function is in the updated text.
+    let (updated, at, mut len) = match placement {
         Placement::Replace(id) => {
             let f = repo.function(id);
             let bad_span = || WriteError::BadSpan {
@@ -162,21 +162,37 @@ pub fn prepare(
             let after = original.get(f.span.end_byte..).ok_or_else(bad_span)?;
             let line_start = before.rfind('\n').map_or(0, |i| i + 1);
             let head = &original[..line_start];
-            (format!("{head}{function}{after}"), head.len())
+            (
+                format!("{head}{function}{after}"),
+                head.len(),
+                function.len(),
+            )
         }
         Placement::Append { .. } => match front_end.lang() {
             Lang::Python => {
                 let head = original.trim_end();
-                (format!("{head}\n\n\n{function}\n"), head.len() + 3)
+                (
+                    format!("{head}\n\n\n{function}\n"),
+                    head.len() + 3,
+                    function.len(),
+                )
             }
             Lang::Java => {
                 let Some(close) = original.rfind('}') else {
                     return Err(WriteError::NoClass { path: rel.into() });
                 };
                 let head = original[..close].trim_end();
+                let doc = match placement {
+                    Placement::Append {
+                        docstring: Some(doc),
+                        ..
+                    } => javadoc_above(function, doc),
+                    _ => String::new(),
+                };
                 (
-                    format!("{head}\n\n{function}\n{}", &original[close..]),
+                    format!("{head}\n\n{doc}{function}\n{}", &original[close..]),
                     head.len() + 2,
+                    doc.len() + function.len(),
                 )
             }
         },
@@ -187,8 +203,8 @@ pub fn prepare(
         Placement::Append { name, .. } => f.name == name,
     };
     // The target's docstring is the user's specification: the model's restatement of it
-    // (reflowed, reworded, its examples dropped) is not written over it.
-    let mut len = function.len();
+    // (reflowed, reworded, its examples dropped) is not written over it. (A Java answer has
+    // no Javadoc: the method's stays in the file, or the new one's is put above it.)
     let own = match placement {
         _ if front_end.lang() != Lang::Python => None,
         Placement::Replace(id) => repo.function(id).docstring_literal(&original),
@@ -352,6 +368,24 @@ fn with_docstring(text: &str, f: &Function, doc: &str) -> String {
             format!("{head}{doc}\n{margin}{rest}")
         }
     }
+}
+
+/// A Javadoc comment on the lines above `function`, at its indentation.
+fn javadoc_above(function: &str, doc: &str) -> String {
+    let margin = &function[..function.len() - function.trim_start().len()];
+    let mut out = String::new();
+    for (i, line) in doc.lines().enumerate() {
+        match i {
+            0 => out.push_str(margin),
+            _ => {
+                out.push_str(margin);
+                out.push(' ');
+            }
+        }
+        out.push_str(line.trim());
+        out.push('\n');
+    }
+    out
 }
 
 /// The function `wanted` accepts that starts within `len` bytes from `at`.
