@@ -12,6 +12,7 @@ use repohop::generate::Target;
 use repohop::index::vectors::VectorIndex;
 use repohop::llm::{FinishReason, GenerateRequest, GenerateResponse, Llm, LlmError, Prompt};
 use repohop::repo::mask::MaskedView;
+use repohop::repo::pystr::without_docstring;
 use repohop::repo::{resolve_target, IndexOptions, Repository};
 use repohop::retrieve::slices;
 
@@ -205,7 +206,21 @@ fn generate_writes_a_new_function_from_a_signature_file() {
     let original = std::fs::read_to_string(fixture_root().join("fspath/path.py")).unwrap();
     let written = std::fs::read_to_string(root.join("fspath/path.py")).unwrap();
     assert!(written.starts_with(original.trim_end()));
-    assert!(written.ends_with(&format!("\n\n\n{}\n", function.trim_end())));
+    // The function under the signature file's own docstring, not the model's version of it.
+    let code = without_docstring(v["body"].as_str().unwrap());
+    let code: String = code
+        .lines()
+        .map(|l| match l {
+            "" => "\n".to_string(),
+            l => format!("    {l}\n"),
+        })
+        .collect();
+    let doc = "\"\"\"Return how many components the normalized path has.\"\"\"";
+    assert_eq!(
+        &written[original.trim_end().len()..],
+        format!("\n\n\ndef depth(path):\n    {doc}\n{}\n", code.trim_end()),
+        "{function}"
+    );
     let backup = std::fs::read_to_string(root.join("fspath/path.py.repohop.bak")).unwrap();
     assert_eq!(backup, original);
     // The written file still parses, with the new function in it.

@@ -1,7 +1,8 @@
 //! Putting a generated function into its file (`repohop generate --write`).
 //!
-//! [`prepare`] splices the function in place of the target's definition (or appends a new one)
-//! and checks the result before anything is written: the generation was not cut off, the file
+//! [`prepare`] splices the function in place of the target's definition (or appends a new one),
+//! under the docstring the user gave rather than the model's version of it, and checks the
+//! result before anything is written: the generation was not cut off, the file
 //! with it parses (no more syntax errors than the file had), and it defines the function where
 //! it was put, with more than a docstring. [`apply`] then writes: never through a symbolic link
 //! nor outside the repository, never a read-only file unless forced, keeping the file's mode and
