@@ -69,6 +69,19 @@ fn replace_f(
     )
 }
 
+/// Replaces `target` of the repository at `root` with `function`, as a finished generation.
+fn replace(root: &Path, target: &str, function: &str) -> Result<write::Written, WriteError> {
+    let repo = open(root);
+    let id = resolve_target(&repo, target).unwrap();
+    write::write_function(
+        &repo,
+        Placement::Replace(id),
+        function,
+        false,
+        WriteOptions::default(),
+    )
+}
+
 // 8. The walk never leaves the root.
 
 #[test]
@@ -242,17 +255,8 @@ fn write_keeps_the_targets_own_docstring_whatever_the_model_made_of_it() {
     // A method whose docstring holds an example the model's version dropped.
     let class = "class C:\n    def f(self, a):\n        \"\"\"Add one.\n\n        >>> C().f(1)\n        2\n        \"\"\"\n        return a\n";
     let c = put(&root, "c.py", class);
-    let repo = open(&root);
-    let id = resolve_target(&repo, "c.C.f").unwrap();
     let function = "    def f(self, a):\n        \"\"\"Add one.\"\"\"\n        return a + 1\n";
-    write::write_function(
-        &repo,
-        Placement::Replace(id),
-        function,
-        false,
-        WriteOptions::default(),
-    )
-    .unwrap();
+    replace(&root, "c.C.f", function).unwrap();
     assert_eq!(
         fs::read_to_string(&c).unwrap(),
         class.replace("return a\n", "return a + 1\n")
@@ -462,16 +466,7 @@ fn a_cache_entry_with_spans_outside_its_file_is_reparsed_with_a_warning() {
     corrupt_cache(&root, |e| {
         e["m.py"]["symbols"]["functions"][0]["span"]["start_byte"] = serde_json::json!(9_999);
     });
-    let repo = open(&root);
-    let id = resolve_target(&repo, "m.f").unwrap();
-    write::write_function(
-        &repo,
-        Placement::Replace(id),
-        NEW_F,
-        false,
-        WriteOptions::default(),
-    )
-    .unwrap();
+    replace(&root, "m.f", NEW_F).unwrap();
     assert_eq!(
         fs::read_to_string(&m).unwrap(),
         text.replace("return a\n", "return a + 1\n")
