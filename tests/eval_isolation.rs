@@ -449,6 +449,48 @@ fn a_test_signalling_its_parent_fails_only_itself() {
     assert!(r["message"].as_str().unwrap().contains("signal 9"), "{r}");
 }
 
+/// A body that ends pytest with `os._exit(0)` after planting something at the report's name
+/// (a FIFO, whose plain open would block the evaluator; a link to a forged passing report)
+/// fails.
+#[test]
+fn a_report_planted_as_a_fifo_or_a_link_is_no_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = "os.path.join(os.environ['TMPDIR'], 'repohop-junit.xml')";
+    let forged = "<testsuites><testsuite><testcase name='test_add' /></testsuite></testsuites>";
+    let file = completions(
+        tmp.path(),
+        &[
+            (
+                "calc.ops.add",
+                &format!("import os\nos.mkfifo({report})\nos._exit(0)\n"),
+            ),
+            (
+                "calc.ops.scale",
+                &format!(
+                    "import os\nopen('forged.xml', 'w').write(\"{forged}\")\n\
+                     os.symlink(os.path.abspath('forged.xml'), {report})\nos._exit(0)\n"
+                ),
+            ),
+        ],
+    );
+    let run = tmp.path().join("run");
+    let s = summary(&eval(
+        &run,
+        &["--completions", file.to_str().unwrap(), "--limit", "2"],
+    ));
+    assert_eq!(s["passed"], 0, "{s}");
+    for ns in ["calc.ops.add", "calc.ops.scale"] {
+        let r = result(&run, ns);
+        assert!(
+            r["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("no pytest report:"),
+            "{r}"
+        );
+    }
+}
+
 /// Case 6, writing: with `--file-size-mb 4`, a body appending 64 MiB is stopped at 4 MiB.
 #[test]
 fn file_size_limit_stops_a_runaway_writer() {

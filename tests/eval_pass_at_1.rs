@@ -72,6 +72,50 @@ fn wrong_pass_and_error_bodies_fail_with_reasons() {
     assert_eq!(pop["failed_test"], "tests/test_ops.py::test_push");
 }
 
+/// pytest exits 0 when its tests are skipped or expected to fail, and a body that calls
+/// `os._exit(0)` ends the run with 0 before any test finishes: none of these is a pass.
+#[test]
+fn a_body_that_skips_or_ends_the_run_early_does_not_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = completions(
+        tmp.path(),
+        &[
+            ("calc.ops.add", "import os\nos._exit(0)\n"),
+            (
+                "calc.ops.scale",
+                "import pytest\npytest.skip('not today')\n",
+            ),
+            (
+                "calc.ops.Stack.push",
+                "import pytest\npytest.xfail('later')\n",
+            ),
+            // The one body that does the work passes.
+            (
+                "calc.ops.Stack.pop",
+                "return self.items.pop() if self.items else None\n",
+            ),
+        ],
+    );
+    let run = tmp.path().join("run");
+    let s = summary(&eval(&run, &["--completions", file.to_str().unwrap()]));
+    assert_eq!(
+        (s["passed"].as_u64(), s["total"].as_u64()),
+        (Some(1), Some(4)),
+        "{s}"
+    );
+    let cause = |ns: &str| {
+        let r = result(&run, ns);
+        assert_eq!(r["outcome"], "fail", "{r}");
+        r["message"].as_str().unwrap().to_string()
+    };
+    assert!(cause("calc.ops.add").starts_with("no pytest report:"));
+    assert!(cause("calc.ops.scale").contains("1 test(s) skipped"));
+    assert!(cause("calc.ops.Stack.push").starts_with("no test passed:"));
+    assert_eq!(result(&run, "calc.ops.Stack.pop")["outcome"], "pass");
+    assert_eq!(s["causes"]["skipped"], 2, "{s}");
+    assert_eq!(s["causes"]["exited early"], 1, "{s}");
+}
+
 #[test]
 fn infinite_loop_times_out_and_the_next_task_still_runs() {
     let tmp = tempfile::tempdir().unwrap();

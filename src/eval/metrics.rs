@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::runner::{pytest_exception, Outcome, TaskResult};
+use super::runner::{pytest_exception, Outcome, TaskResult, NONE_PASSED, NO_REPORT};
 use super::tasks::{DepKind, Dependency};
 
 /// Passed out of total, and the ratio.
@@ -70,7 +70,9 @@ pub struct Failure {
     /// `Failed` for a `raises` that did not raise, ...), read from pytest's short summary line
     /// or else its first `E` line; `timeout`; `empty body` (nothing ran); `generation failed`
     /// (the method gave no answer, e.g. an empty infilled body); `harness error` (the task could
-    /// not be run); `test failed` when the output names no exception.
+    /// not be run); `skipped` (pytest exited 0 and no test passed); `exited early` (it exited 0
+    /// with no report: the process was ended); `test failed` when the output names no
+    /// exception.
     pub cause: String,
     /// That output line (at most [`DETAIL_CHARS`] characters), or the harness's message.
     pub detail: String,
@@ -100,6 +102,10 @@ pub fn failure(r: &TaskResult) -> Option<Failure> {
         }
         Outcome::Error => ("harness error".to_string(), message()),
         Outcome::Fail if r.tests_run == 0 => ("empty body".to_string(), message()),
+        Outcome::Fail if message().starts_with(NONE_PASSED) => ("skipped".to_string(), message()),
+        Outcome::Fail if message().starts_with(NO_REPORT) => {
+            ("exited early".to_string(), message())
+        }
         Outcome::Fail => match pytest_exception(&r.output_tail) {
             Some((name, detail)) => (name, detail),
             None => ("test failed".to_string(), message()),
@@ -254,6 +260,11 @@ mod tests {
             "{GENERATION_FAILED} the model's answer holds no code"
         ));
         assert_eq!(failure(&error).unwrap().cause, "generation failed");
+        let mut unchecked = result("a", vec![], Outcome::Fail);
+        unchecked.message = Some(format!("{NONE_PASSED} t.py::test_a ended with 1 skipped"));
+        assert_eq!(failure(&unchecked).unwrap().cause, "skipped");
+        unchecked.message = Some(format!("{NO_REPORT} t.py::test_a exited 0 before ..."));
+        assert_eq!(failure(&unchecked).unwrap().cause, "exited early");
         assert_eq!(failure(&result("a", vec![], Outcome::Pass)), None);
     }
 

@@ -54,7 +54,7 @@ impl Default for RunnerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Outcome {
-    /// Every test passed.
+    /// Every test run passed (a test the environment skips aside), and some test passed.
     Pass,
     /// A test failed, or the body was trivial (`pass`).
     Fail,
@@ -172,12 +172,28 @@ fn try_run(
     let copy = Spliced::new(task, completion, source_root, cfg)?;
     let deadline = Instant::now() + cfg.timeout;
     let mut result = TaskResult::new(task, Outcome::Pass, None);
+    // A test the environment skips (a missing optional package) costs nothing while another
+    // passes; a task none of whose tests passed was never checked.
+    let (mut any_passed, mut skipped) = (false, 0);
     for test in &task.tests {
         let exit = copy.pytest(task, test, deadline, cfg, cancel)?;
         result.tests_run += 1;
         result.output_tail = sandbox::tail(&copy.log, cfg.output_tail);
         let verdict = match exit {
-            Exit::Code(0) => continue,
+            Exit::Code(0) => match copy.report() {
+                Report::Passed => {
+                    any_passed = true;
+                    continue;
+                }
+                Report::NonePassed { skipped: n } => {
+                    skipped += n;
+                    continue;
+                }
+                Report::Missing => (
+                    Outcome::Fail,
+                    format!("{NO_REPORT} {test} exited 0 before pytest finished (the process was ended, e.g. by os._exit)"),
+                ),
+            },
             Exit::Code(1) => (Outcome::Fail, format!("test {test} failed")),
             Exit::Code(c) => (
                 Outcome::Fail,
@@ -193,7 +209,14 @@ fn try_run(
         result.outcome = verdict.0;
         result.message = Some(verdict.1);
         result.failed_test = Some(test.clone());
-        break;
+        return Ok(result);
+    }
+    if !any_passed {
+        result.outcome = Outcome::Fail;
+        result.message = Some(format!(
+            "{NONE_PASSED} {} test run(s) exited 0 with {skipped} test(s) skipped or expected to fail",
+            result.tests_run
+        ));
     }
     Ok(result)
 }
@@ -280,6 +303,51 @@ fn exception_name(line: &str) -> Option<String> {
     })
 }
 
+/// How a failed task's message begins when its test runs exited 0 but no test passed.
+pub const NONE_PASSED: &str = "no test passed:";
+/// How it begins when a test run exited 0 without pytest's report.
+pub const NO_REPORT: &str = "no pytest report:";
+
+/// What a pytest run that exited 0 checked, from its JUnit report. The exit status alone says
+/// too little: `pytest.skip()` or an expected failure exits 0 having checked nothing, and code
+/// that calls `os._exit(0)` exits 0 before any test has finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// At least one test passed.
+    Passed,
+    /// Tests ran and none passed: `skipped` of them were skipped or expected to fail.
+    NonePassed { skipped: usize },
+    /// No readable report: the process ended before pytest finished its session.
+    Missing,
+}
+
+impl Report {
+    /// Reads pytest's JUnit XML (`--junitxml`): a test case passed when it holds no
+    /// `failure`, `error` or `skipped` element.
+    pub fn from_junit(xml: &str) -> Report {
+        let Ok(doc) = roxmltree::Document::parse(xml) else {
+            return Report::Missing;
+        };
+        let (mut passed, mut skipped) = (0, 0);
+        for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
+            let has = |tag: &str| case.children().any(|c| c.has_tag_name(tag));
+            if has("skipped") {
+                skipped += 1;
+            } else if !has("failure") && !has("error") {
+                passed += 1;
+            }
+        }
+        if passed > 0 {
+            Report::Passed
+        } else {
+            Report::NonePassed { skipped }
+        }
+    }
+}
+
+/// The largest report read; a test node's is a few KiB (a planted huge file is no report).
+const REPORT_BYTES: u64 = 64 << 20;
+
 /// [`run_model_tests`] for one task, as generation's `--select tests` calls it.
 pub struct TaskTests<'a> {
     pub task: &'a FunctionTask,
@@ -315,7 +383,7 @@ impl TaskTests<'_> {
             let tail = || sandbox::tail(&copy.log, cfg.output_tail);
             let outcome = match exit {
                 Exit::Cancelled => return Err(EvalError::task(&task.namespace, "cancelled")),
-                Exit::Code(0) => TestOutcome::Passed,
+                Exit::Code(0) if copy.report() == Report::Passed => TestOutcome::Passed,
                 // A failed test: an assertion, or a `pytest.raises` that saw nothing (`Failed`).
                 Exit::Code(1) => match pytest_exception(&tail()) {
                     Some((name, _)) if name == "AssertionError" || name == "Failed" => {
@@ -357,6 +425,9 @@ struct Spliced {
     env: Vec<(String, String)>,
     writable: Vec<PathBuf>,
     log: PathBuf,
+    /// pytest's JUnit report of the last run, in the private temp folder (tests can write
+    /// there, so it is read without following links and removed before each run).
+    report: PathBuf,
 }
 
 impl Spliced {
@@ -430,7 +501,9 @@ impl Spliced {
         }
         // The log stays outside the writable trees; the child writes it only through its fds.
         let log = tmp.path().join("pytest.log");
+        let report = scratch.join("repohop-junit.xml");
         Ok(Spliced {
+            report,
             writable: vec![copy.clone(), home, scratch],
             root: copy,
             python,
@@ -457,6 +530,7 @@ impl Spliced {
             network: cfg.allow_network,
         };
         // `--color=no` over a project's `addopts`: the causes are read from this log.
+        let junit = format!("--junitxml={}", self.report.display());
         let args: Vec<String> = [
             "-m",
             "pytest",
@@ -465,11 +539,19 @@ impl Spliced {
             "-p",
             "no:cacheprovider",
             "--color=no",
+            &junit,
             test,
         ]
         .iter()
         .map(|s| s.to_string())
         .collect();
+        // The last run's report (or whatever a test left at its name) must not count for this one.
+        match std::fs::remove_file(&self.report) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(EvalError::io(&self.report, e))
+            }
+            _ => {}
+        }
         sandbox::run_limited(
             &self.python,
             &args,
@@ -485,6 +567,31 @@ impl Spliced {
                 format!("cannot run {}: {e}", self.python.display()),
             )
         })
+    }
+
+    /// The last run's [`Report`]. The file is the tests' to write, so never through a link,
+    /// never blocking on a FIFO, and only a regular file of bounded size counts.
+    fn report(&self) -> Report {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&self.report);
+        let Ok(file) = file else {
+            return Report::Missing;
+        };
+        if !file
+            .metadata()
+            .is_ok_and(|m| m.is_file() && m.len() <= REPORT_BYTES)
+        {
+            return Report::Missing;
+        }
+        let mut xml = String::new();
+        match file.take(REPORT_BYTES).read_to_string(&mut xml) {
+            Ok(_) => Report::from_junit(&xml),
+            Err(_) => Report::Missing,
+        }
     }
 }
 
@@ -531,4 +638,44 @@ fn resolve_python(python: &Path) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(python))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_passes_only_when_a_test_case_passed() {
+        let suite = |cases: &str| {
+            format!(
+                "<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites><testsuite name=\"pytest\" \
+                 tests=\"2\">{cases}</testsuite></testsuites>"
+            )
+        };
+        let ok = r#"<testcase classname="t" name="test_ok" time="0.0" />"#;
+        let skip = r#"<testcase name="test_s"><skipped type="pytest.skip" message="x">t.py:3: x</skipped></testcase>"#;
+        let xfail =
+            r#"<testcase name="test_x"><skipped type="pytest.xfail" message="" /></testcase>"#;
+        let failed =
+            r#"<testcase name="test_f"><failure message="assert 0">...</failure></testcase>"#;
+        let cases = [
+            (suite(ok), Report::Passed),
+            (suite(&format!("{skip}{ok}")), Report::Passed),
+            (suite(skip), Report::NonePassed { skipped: 1 }),
+            (
+                suite(&format!("{skip}{xfail}")),
+                Report::NonePassed { skipped: 2 },
+            ),
+            (suite(failed), Report::NonePassed { skipped: 0 }),
+            (suite(""), Report::NonePassed { skipped: 0 }),
+            // pytest before 5.1 wrote a bare `testsuite` root.
+            (format!("<testsuite>{ok}</testsuite>"), Report::Passed),
+            // A report cut off mid-write is no report.
+            (suite(ok)[..60].to_string(), Report::Missing),
+            (String::new(), Report::Missing),
+        ];
+        for (xml, want) in cases {
+            assert_eq!(Report::from_junit(&xml), want, "{xml}");
+        }
+    }
 }
