@@ -174,7 +174,7 @@ fn try_run(
     let mut result = TaskResult::new(task, Outcome::Pass, None);
     // A test the environment skips (a missing optional package) costs nothing while another
     // passes; a task none of whose tests passed was never checked.
-    let (mut any_passed, mut skipped) = (false, 0);
+    let (mut any_passed, mut skipped, mut why) = (false, 0, None);
     for test in &task.tests {
         let exit = copy.pytest(task, test, deadline, cfg, cancel)?;
         result.tests_run += 1;
@@ -185,8 +185,9 @@ fn try_run(
                     any_passed = true;
                     continue;
                 }
-                Report::NonePassed { skipped: n } => {
+                Report::NonePassed { skipped: n, reason } => {
                     skipped += n;
+                    why = why.or(reason);
                     continue;
                 }
                 Report::Missing => (
@@ -213,8 +214,9 @@ fn try_run(
     }
     if !any_passed {
         result.outcome = Outcome::Fail;
+        let why = why.map(|w| format!(" (first: {w})")).unwrap_or_default();
         result.message = Some(format!(
-            "{NONE_PASSED} {} test run(s) exited 0 with {skipped} test(s) skipped or expected to fail",
+            "{NONE_PASSED} {} test run(s) exited 0 with {skipped} test(s) skipped or expected to fail{why}",
             result.tests_run
         ));
     }
@@ -311,12 +313,16 @@ pub const NO_REPORT: &str = "no pytest report:";
 /// What a pytest run that exited 0 checked, from its JUnit report. The exit status alone says
 /// too little: `pytest.skip()` or an expected failure exits 0 having checked nothing, and code
 /// that calls `os._exit(0)` exits 0 before any test has finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
     /// At least one test passed.
     Passed,
-    /// Tests ran and none passed: `skipped` of them were skipped or expected to fail.
-    NonePassed { skipped: usize },
+    /// Tests ran and none passed: `skipped` of them were skipped or expected to fail, the
+    /// first for `reason` (pytest's message, e.g. `could not import 'yaml'`).
+    NonePassed {
+        skipped: usize,
+        reason: Option<String>,
+    },
     /// No readable report: the process ended before pytest finished its session.
     Missing,
 }
@@ -328,19 +334,21 @@ impl Report {
         let Ok(doc) = roxmltree::Document::parse(xml) else {
             return Report::Missing;
         };
-        let (mut passed, mut skipped) = (0, 0);
+        let (mut passed, mut skipped, mut reason) = (0, 0, None);
         for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
-            let has = |tag: &str| case.children().any(|c| c.has_tag_name(tag));
-            if has("skipped") {
+            let child = |tag: &str| case.children().find(|c| c.has_tag_name(tag));
+            if let Some(skip) = child("skipped") {
                 skipped += 1;
-            } else if !has("failure") && !has("error") {
+                let message = skip.attribute("message").filter(|m| !m.is_empty());
+                reason = reason.or(message.map(str::to_string));
+            } else if child("failure").is_none() && child("error").is_none() {
                 passed += 1;
             }
         }
         if passed > 0 {
             Report::Passed
         } else {
-            Report::NonePassed { skipped }
+            Report::NonePassed { skipped, reason }
         }
     }
 }
@@ -652,6 +660,10 @@ mod tests {
                  tests=\"2\">{cases}</testsuite></testsuites>"
             )
         };
+        let none = |skipped, reason: Option<&str>| Report::NonePassed {
+            skipped,
+            reason: reason.map(str::to_string),
+        };
         let ok = r#"<testcase classname="t" name="test_ok" time="0.0" />"#;
         let skip = r#"<testcase name="test_s"><skipped type="pytest.skip" message="x">t.py:3: x</skipped></testcase>"#;
         let xfail =
@@ -661,13 +673,10 @@ mod tests {
         let cases = [
             (suite(ok), Report::Passed),
             (suite(&format!("{skip}{ok}")), Report::Passed),
-            (suite(skip), Report::NonePassed { skipped: 1 }),
-            (
-                suite(&format!("{skip}{xfail}")),
-                Report::NonePassed { skipped: 2 },
-            ),
-            (suite(failed), Report::NonePassed { skipped: 0 }),
-            (suite(""), Report::NonePassed { skipped: 0 }),
+            (suite(skip), none(1, Some("x"))),
+            (suite(&format!("{xfail}{skip}")), none(2, Some("x"))),
+            (suite(failed), none(0, None)),
+            (suite(""), none(0, None)),
             // pytest before 5.1 wrote a bare `testsuite` root.
             (format!("<testsuite>{ok}</testsuite>"), Report::Passed),
             // A report cut off mid-write is no report.
