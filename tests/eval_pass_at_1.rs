@@ -177,6 +177,48 @@ fn missing_completion_is_an_error_not_a_crash() {
     assert!(msg.contains("no completion for this namespace"), "{msg}");
 }
 
+/// A Python that cannot run the tests stops the run before any task, saying why, instead of
+/// every task "failing" with `No module named pytest`.
+#[test]
+fn a_python_without_pytest_is_refused_before_any_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let venv = tmp.path().join("bare");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let missing = tmp.path().join("nowhere/bin/python");
+    for (python, why) in [
+        (
+            venv.join("bin/python"),
+            "cannot import pytest (ModuleNotFoundError",
+        ),
+        (missing, "not found; pass --python"),
+    ] {
+        let run = tmp.path().join("run");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args(["eval", "--method", "reference", "--tasks"])
+            .arg(fixture().join("tasks.jsonl"))
+            .arg("--source-root")
+            .arg(fixture().join("Source_Code"))
+            .arg("--python")
+            .arg(&python)
+            .arg("--out")
+            .arg(&run)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
+        assert!(
+            !run.join("tasks").exists(),
+            "a task ran with {}",
+            python.display()
+        );
+    }
+}
+
 /// The scenario of the target's own file in the prompt, with the real model: the plotter's
 /// step size is only in the target's file, so the signature alone can't give it.
 #[test]

@@ -444,7 +444,7 @@ fn check_config(cfg: &BatchConfig) -> Result<(), EvalError> {
             )));
         }
     }
-    Ok(())
+    super::runner::check_python(&cfg.runner.python)
 }
 
 /// A completions file: its path, and the completion of each namespace.

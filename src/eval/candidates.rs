@@ -19,7 +19,7 @@ use super::batch::{read_json, task_dir, tasks_sha256, write_json};
 use super::metrics::verdict;
 use super::pipelines::task_target;
 use super::report::run_records;
-use super::runner::{run_task, RunnerConfig, TaskTests};
+use super::runner::{check_python, run_task, RunnerConfig, TaskTests};
 use super::tasks::{load_function_tasks, FunctionTask};
 use super::EvalError;
 use crate::generate::model_tests::{
@@ -167,6 +167,7 @@ pub fn study(cfg: &StudyConfig, mut llm: Option<&mut dyn Llm>) -> Result<Study, 
     if cfg.jobs == 0 {
         return Err(EvalError::Invalid("--jobs must be at least 1".into()));
     }
+    check_python(&cfg.runner.python)?;
     let (info, records) = run_records(&cfg.run)?;
     let hash = tasks_sha256(&cfg.tasks_file)?;
     if info.tasks_sha256.as_ref().is_some_and(|h| *h != hash) {

@@ -634,6 +634,41 @@ fn scrubbed_env(home: &Path, tmp: &Path) -> Vec<(String, String)> {
 }
 
 /// A bare name is looked up on PATH (the child's environment is scrubbed before exec).
+/// Fails when `python` is missing or cannot import pytest as the tests would run it (no
+/// user site: the sandbox gives each test a private home), before a run spends hours
+/// generating answers that every test would then "fail" with `No module named pytest`.
+pub fn check_python(python: &Path) -> Result<(), EvalError> {
+    let found = resolve_python(python).ok_or_else(|| {
+        EvalError::Invalid(format!(
+            "Python `{}` not found; pass --python /path/to/venv/bin/python",
+            python.display()
+        ))
+    })?;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let out = std::process::Command::new(&found)
+        .args(["-c", "import pytest"])
+        .env_clear()
+        .env("PATH", path)
+        .env("PYTHONNOUSERSITE", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| EvalError::Invalid(format!("cannot run {}: {e}", found.display())))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = stderr
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or("it exited with an error");
+    Err(EvalError::Invalid(format!(
+        "{} cannot import pytest ({why}): pass --python with the Python of a virtual \
+         environment that has pytest and the project's test dependencies",
+        found.display()
+    )))
+}
+
 fn resolve_python(python: &Path) -> Option<PathBuf> {
     if python.components().count() > 1 {
         // Absolute, not canonical: a venv's python is a symlink that must stay one.
