@@ -178,7 +178,7 @@ fn missing_completion_is_an_error_not_a_crash() {
 }
 
 /// A Python that cannot run the tests stops the run before any task, saying why, instead of
-/// every task "failing" with `No module named pytest`.
+/// every task "failing" with `No module named pytest`; `generate --python` alike.
 #[test]
 fn a_python_without_pytest_is_refused_before_any_task() {
     let tmp = tempfile::tempdir().unwrap();
@@ -216,6 +216,22 @@ fn a_python_without_pytest_is_refused_before_any_task() {
             "a task ran with {}",
             python.display()
         );
+        // `generate --python` (the docstring's examples, `--select tests`) alike, before the
+        // repository or a model is opened.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_repohop"))
+            .args([
+                "generate",
+                "--repo",
+                "/nonexistent",
+                "--target",
+                "m.py::f",
+                "--python",
+            ])
+            .arg(&python)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains(why), "{stderr}");
     }
 }
 

@@ -4,7 +4,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use repohop::eval::runner::{RunnerConfig, TaskTests};
+use repohop::eval::runner::{check_python, RunnerConfig, TaskTests};
 use repohop::eval::tasks::FunctionTask;
 use repohop::generate::model_tests::{ModelTests, TestOutcome, TestRunner};
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
@@ -167,6 +167,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
             "--python runs answers against the docstring's examples and the model's tests: it \
              needs a choice among answers (not --select first or --no-grounding)"
         ),
+        (_, Some(python)) => check_python(python)?,
         _ => {}
     }
     let repo = args.repo.open()?;
