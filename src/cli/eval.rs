@@ -102,7 +102,7 @@ pub struct EvalArgs {
     /// DyRetriever's entry points from the LLM alone, as in the paper.
     #[arg(long)]
     paper_walk: bool,
-    /// Python with pytest and the projects' test dependencies.
+    /// Python with pytest and the projects' test dependencies (checked before any task).
     #[arg(long, default_value = "python3")]
     python: PathBuf,
     /// Test tasks in parallel, each in its own copy of the project.
