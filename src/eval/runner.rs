@@ -619,9 +619,14 @@ fn package_root(copy: &Path, file: &Path) -> Option<PathBuf> {
     (dir != copy).then_some(dir)
 }
 
+/// The caller's `PATH` (how the Python finds its tools), or the usual one.
+fn host_path() -> String {
+    std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into())
+}
+
 /// Only what pytest needs; nothing from the caller's environment leaks into generated code.
 fn scrubbed_env(home: &Path, tmp: &Path) -> Vec<(String, String)> {
-    let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    let path = host_path();
     let lang = std::env::var("LANG").unwrap_or_else(|_| "C.UTF-8".into());
     vec![
         ("PATH".into(), path),
@@ -644,7 +649,7 @@ pub fn check_python(python: &Path) -> Result<(), EvalError> {
             python.display()
         ))
     })?;
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let path = host_path();
     let out = std::process::Command::new(&found)
         .args(["-c", "import pytest"])
         .env_clear()
