@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use repohop::eval::runner::{check_python, RunnerConfig, TaskTests};
 use repohop::eval::tasks::FunctionTask;
+use repohop::generate::grounding;
 use repohop::generate::model_tests::{ModelTests, TestOutcome, TestRunner};
 use repohop::generate::pipeline::{self, Method, PipelineOptions, Similarity};
 use repohop::generate::select::Select;
@@ -335,10 +336,12 @@ pub fn run(args: GenerateArgs) -> Result<()> {
                     let likely = c
                         .likelihood
                         .map_or(String::new(), |l| format!(" likelihood {l:.3}"));
-                    format!(
-                        "{} {:.2}/{}{review}{likely}",
-                        c.label, c.centrality, c.problems
-                    )
+                    let problems = if c.problems >= grounding::SYNTAX_WEIGHT {
+                        "syntax error".to_string()
+                    } else {
+                        c.problems.to_string()
+                    };
+                    format!("{} {:.2}/{problems}{review}{likely}", c.label, c.centrality)
                 })
                 .collect();
             eprintln!(

@@ -55,6 +55,8 @@ pub struct StudyConfig<'a> {
 pub struct Candidate {
     /// `first`, `repair`, `sample<seed>` or `infill`.
     pub label: String,
+    /// The weight of its problems as the run recorded it (see
+    /// [`crate::generate::pipeline::CandidateTrace::problems`]).
     pub problems: usize,
     pub centrality: f64,
     pub review: Option<f64>,

@@ -22,6 +22,7 @@ use tree_sitter::{Node, Tree};
 
 mod calls;
 mod imports;
+mod recursion;
 mod slots;
 mod typed;
 
@@ -66,7 +67,7 @@ pub enum ProblemKind {
     UndefinedName,
     /// `self.x` read where the class (and its in-repo bases) has no `x`.
     MissingAttribute,
-    /// The body only calls the target itself with its own arguments.
+    /// A call of the target itself that the call it makes reaches again: it recurses forever.
     SelfRecursion,
     /// A local read before anything assigns it, on the way every call takes.
     UnboundLocal,
@@ -80,9 +81,25 @@ pub enum ProblemKind {
     SlotStore,
 }
 
+/// What a syntax error weighs, in problems: an answer that does not parse fails every test,
+/// while one with names flagged may still pass (the check errs both ways), so it ranks below
+/// any answer that parses (checks find a few problems at most).
+pub const SYNTAX_WEIGHT: usize = 1_000;
+
 impl Grounding {
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// How much the check holds against the answer, for choosing among answers: the number
+    /// of its problems, or [`SYNTAX_WEIGHT`] when it does not parse (the check's only problem
+    /// then).
+    pub fn weight(&self) -> usize {
+        if self.problems.iter().any(|p| p.kind == ProblemKind::Syntax) {
+            SYNTAX_WEIGHT
+        } else {
+            self.problems.len()
+        }
     }
 }
 
@@ -1740,7 +1757,7 @@ fn check_python(view: &MaskedView, target: &Target, src: &str, def: Node, g: &mu
     }
 
     g.problems.extend(unbound_locals(src, def, &params));
-    if let Some(p) = self_recursion(
+    if let Some(p) = recursion::self_recursion(
         src,
         def,
         target,
@@ -2203,152 +2220,6 @@ impl Flow<'_> {
             }
         }
         self.depth -= 1;
-    }
-}
-
-/// A call of the target itself that every call of it reaches, so that it recurses forever:
-/// one of the body's top-level statements, before any statement that may return or raise,
-/// calls it (by its name; a method through its instance parameter, `cls` or its class) or, for
-/// a property, reads it through the instance. Calls under a condition (`if`, `and`/`or`, a
-/// conditional expression, a comprehension, a lambda) don't count. Generators and coroutines
-/// are left alone: calling one runs none of its body.
-fn self_recursion(
-    src: &str,
-    def: Node,
-    target: &Target,
-    params: &[String],
-    self_name: Option<&str>,
-    class_name: Option<&str>,
-) -> Option<Problem> {
-    let body = def.child_by_field_name("body")?;
-    let is_async = text(src, def).trim_start().starts_with("async");
-    if is_async || contains_kind(body, &["yield"]) {
-        return None;
-    }
-    let property = decorators_of(def)
-        .iter()
-        .any(|d| text(src, *d).trim_start_matches('@').trim() == "property")
-        || target.signature.lines().any(|l| l.trim() == "@property");
-    // Who `x.name(...)` must be called on to be this function.
-    let mut receivers: Vec<&str> = Vec::new();
-    if let Some(class) = class_name {
-        receivers.push(class);
-        receivers.extend(self_name);
-        if params.first().is_some_and(|p| p == "cls") {
-            receivers.push("cls");
-        }
-    }
-    let own = Own {
-        src,
-        name: &target.name,
-        plain: class_name.is_none(),
-        receivers: &receivers,
-        property_of: self_name.filter(|_| property),
-    };
-    for (i, stmt) in named_children(body).into_iter().enumerate() {
-        if stmt.kind() == "comment" || (i == 0 && is_docstring(stmt)) {
-            continue;
-        }
-        let simple = matches!(
-            stmt.kind(),
-            "expression_statement"
-                | "return_statement"
-                | "assignment"
-                | "augmented_assignment"
-                | "raise_statement"
-                | "assert_statement"
-                | "delete_statement"
-                | "pass_statement"
-        );
-        if simple && own.reached_in(stmt) {
-            return Some(Problem {
-                kind: ProblemKind::SelfRecursion,
-                name: target.name.clone(),
-                suggestions: Vec::new(),
-            });
-        }
-        let exits = matches!(stmt.kind(), "return_statement" | "raise_statement")
-            || (!simple && contains_kind(stmt, &["return_statement", "raise_statement"]));
-        if exits {
-            return None;
-        }
-    }
-    None
-}
-
-/// What a call of the function being checked looks like.
-struct Own<'a> {
-    src: &'a str,
-    name: &'a str,
-    /// A plain function: called by its bare name.
-    plain: bool,
-    /// A method: called as `r.name(...)` for one of these.
-    receivers: &'a [&'a str],
-    /// A property: read as `me.name`.
-    property_of: Option<&'a str>,
-}
-
-impl Own<'_> {
-    /// Whether evaluating `node` always calls (or reads) the function: found outside the
-    /// parts that may not run.
-    fn reached_in(&self, node: Node) -> bool {
-        match node.kind() {
-            "lambda"
-            | "conditional_expression"
-            | "list_comprehension"
-            | "set_comprehension"
-            | "dictionary_comprehension"
-            | "generator_expression"
-            | "function_definition"
-            | "class_definition" => return false,
-            // Only the left operand always runs.
-            "boolean_operator" => {
-                return node
-                    .child_by_field_name("left")
-                    .is_some_and(|l| self.reached_in(l))
-            }
-            "call" => {
-                if let Some(f) = node.child_by_field_name("function") {
-                    if self.is_own(f) {
-                        return true;
-                    }
-                }
-            }
-            "attribute" => {
-                let object = node.child_by_field_name("object");
-                let attr = node.child_by_field_name("attribute");
-                if let (Some(me), Some(o), Some(a)) = (self.property_of, object, attr) {
-                    if o.kind() == "identifier"
-                        && text(self.src, o) == me
-                        && text(self.src, a) == self.name
-                    {
-                        return true;
-                    }
-                }
-            }
-            _ => {}
-        }
-        named_children(node).into_iter().any(|c| self.reached_in(c))
-    }
-
-    /// Whether `callee` names the function being checked.
-    fn is_own(&self, callee: Node) -> bool {
-        match callee.kind() {
-            "identifier" => self.plain && text(self.src, callee) == self.name,
-            "attribute" => {
-                let object = callee.child_by_field_name("object");
-                let attr = callee.child_by_field_name("attribute");
-                match (object, attr) {
-                    (Some(o), Some(a)) => {
-                        o.kind() == "identifier"
-                            && self.receivers.contains(&text(self.src, o))
-                            && text(self.src, a) == self.name
-                    }
-                    _ => false,
-                }
-            }
-            _ => false,
-        }
     }
 }
 
@@ -3192,6 +3063,63 @@ mod tests {
             "        return x.add(x, y)\n",
         ] {
             assert!(!recursion("pkg.util.Acc.add", &add(body)), "{body}");
+        }
+    }
+
+    #[test]
+    fn a_call_past_tests_no_call_can_change_is_self_recursion() {
+        const TABLE_PY: &str =
+            "class Table:\n    def __init__(self):\n        self._cache = None\n\n\
+            \x20   def _load(self):\n        self._cache = {}\n\n\
+            \x20   def get(self, cond=None, doc_id=None, doc_ids=None):\n        return None\n\n\
+            \x20   def remove(self, cond=None, doc_ids=None):\n        return []\n\n\
+            def total(items, *args, start=0, **kw):\n    return 0\n";
+        let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/table.py", TABLE_PY)]);
+        let recursion = |target: &str, function: &str| -> bool {
+            let g = check_in(&repo, target, function);
+            assert!(
+                g.problems
+                    .iter()
+                    .all(|p| p.kind == ProblemKind::SelfRecursion),
+                "{g:#?}"
+            );
+            !g.problems.is_empty()
+        };
+        let get = |body: &str| {
+            format!("    def get(self, cond=None, doc_id=None, doc_ids=None):\n{body}")
+        };
+        let remove = |body: &str| format!("    def remove(self, cond=None, doc_ids=None):\n{body}");
+        // Past `is None` / `isinstance` tests (or their `else`) of what it passes on in place;
+        // after such a guard, inside a `try` with every parameter passed on.
+        for body in [
+            "        if doc_id is not None:\n            return self.get(doc_id=doc_id)\n        return None\n",
+            "        if cond is None and doc_id is not None:\n            return self.get(cond, doc_id)\n        return None\n",
+            "        if not isinstance(doc_id, (int, str)):\n            return None\n        return self.get(cond, doc_id=doc_id)\n",
+            "        if doc_id is None:\n            return None\n        else:\n            return Table.get(self, doc_id=doc_id)\n",
+        ] {
+            assert!(recursion("pkg.table.Table.get", &get(body)), "{body}");
+        }
+        let guarded = "        if cond is None and doc_ids is None:\n            raise ValueError(cond)\n\
+            \x20       try:\n            removed = self.remove(cond, doc_ids)\n        except KeyError:\n\
+            \x20           removed = []\n        return removed\n";
+        assert!(recursion("pkg.table.Table.remove", &remove(guarded)));
+        let total = "def total(items, *args, start=0, **kw):\n    try:\n        \
+            return total(items, *args, start=start, **kw)\n    except TypeError:\n        return 0\n";
+        assert!(recursion("pkg.table.total", total));
+        // A tested parameter passed changed, left out or assigned; a test of a truth value,
+        // of the instance's state; an earlier branch's test of what it leaves out; a `try`
+        // passing other arguments.
+        for body in [
+            "        if doc_id is not None:\n            return self.get(cond=doc_id)\n        return None\n",
+            "        if doc_id is not None:\n            return self.get(cond)\n        return None\n",
+            "        if doc_id is not None:\n            doc_id = int(doc_id)\n            return self.get(doc_id=doc_id)\n        return None\n",
+            "        if doc_id:\n            return self.get(doc_id=doc_id)\n        return None\n",
+            "        if self._cache is None:\n            self._load()\n            return self.get(cond, doc_id, doc_ids)\n        return None\n",
+            "        if doc_id is not None:\n            return [doc_id]\n        elif cond is not None:\n            return self.get(cond)\n        return None\n",
+            "        try:\n            return self.get(cond, doc_id=int(doc_id))\n        except TypeError:\n            return None\n",
+            "        if not cond:\n            raise ValueError(cond)\n        return self.get(cond, doc_id, doc_ids)\n",
+        ] {
+            assert!(!recursion("pkg.table.Table.get", &get(body)), "{body}");
         }
     }
 

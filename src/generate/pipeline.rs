@@ -223,6 +223,7 @@ pub struct ExamplesRepairTrace {
     /// The round's answer, its problems, and whether it passes the examples (run only when it
     /// has no more problems than the kept answer).
     pub answer: Option<String>,
+    /// As [`CandidateTrace::problems`].
     pub problems: Option<usize>,
     pub passed: Option<bool>,
     /// It passes them: it replaced the kept answer.
@@ -251,6 +252,8 @@ pub struct TestsTrace {
 pub struct CandidateTrace {
     /// `first`, `repair`, `sample<seed>` or `infill`.
     pub label: String,
+    /// The weight of its problems ([`Grounding::weight`]: a syntax error counts as
+    /// [`grounding::SYNTAX_WEIGHT`]).
     pub problems: usize,
     pub centrality: f64,
     /// With `--select review`, for the answers with the fewest problems: the log-probability
@@ -286,9 +289,9 @@ pub struct SampleTrace {
 }
 
 impl SampleTrace {
-    /// Problems the names check found (none checked: `None`).
+    /// The weight of the problems the names check found (none checked: `None`).
     fn problems(&self) -> Option<usize> {
-        self.check.as_ref().map(|c| c.problems.len())
+        self.check.as_ref().map(Grounding::weight)
     }
 }
 
@@ -466,7 +469,7 @@ pub fn run(
             &generation.raw_answer,
         );
         let original = generation.clone();
-        let mut problems = first.problems.len();
+        let mut problems = first.weight();
         // The answers `--select central|review|likely` chooses from, with their problems (kept only
         // then).
         let mut pool = Vec::new();
@@ -510,9 +513,9 @@ pub fn run(
                         &mut second.completion,
                         &second.raw_answer,
                     );
-                    offer("repair".to_string(), &second, again.problems.len());
-                    if again.problems.len() < problems {
-                        problems = again.problems.len();
+                    offer("repair".to_string(), &second, again.weight());
+                    if again.weight() < problems {
+                        problems = again.weight();
                         checked.kept_repair = true;
                         generation = second;
                     }
@@ -858,8 +861,7 @@ fn examples_repair(
     };
     let found =
         grounding::check_importing(view, target, &mut answer.completion, &answer.raw_answer)
-            .problems
-            .len();
+            .weight();
     out.trace.answer = Some(answer.raw_answer.clone());
     out.trace.problems = Some(found);
     if found <= problems {
@@ -1191,6 +1193,48 @@ mod tests {
         // No samples asked for: the first answer, the repair and the infilled one only.
         let (run, calls) = run_with(flagged(1), 0);
         assert_eq!((calls.len(), run.grounding.samples.len()), (3, 0));
+    }
+
+    #[test]
+    fn an_answer_that_does_not_parse_ranks_below_any_that_does() {
+        // The greedy answer (and so its repair) stops parsing; every sample and the infilled
+        // answer call a name that does not exist: one problem each, but they parse.
+        let broken = Scripted {
+            greedy_clean: true,
+            greedy_body: Some("return sum(a=a, a=b)"),
+            ..flagged(99)
+        };
+        let (run, _) = run_with(broken, 2);
+        let g = &run.grounding;
+        let first = g.first.as_ref().expect("checked");
+        assert_eq!(first.problems.len(), 1);
+        assert_eq!(first.weight(), grounding::SYNTAX_WEIGHT);
+        assert_eq!(g.kept_sample, Some(1));
+        assert!(run.generation.completion.body.contains("add_numbers"));
+        let broken = Scripted {
+            greedy_clean: true,
+            greedy_body: Some("return sum(a=a, a=b)"),
+            ..flagged(99)
+        };
+        let (run, _) = run_selecting(broken, 2, Select::Review);
+        let weights: Vec<(&str, usize)> = run
+            .grounding
+            .candidates
+            .iter()
+            .map(|c| (c.label.as_str(), c.problems))
+            .collect();
+        let syntax = grounding::SYNTAX_WEIGHT;
+        assert_eq!(
+            weights,
+            [
+                ("first", syntax),
+                ("repair", syntax),
+                ("sample1", 1),
+                ("sample2", 1),
+                ("infill", 1)
+            ]
+        );
+        assert_eq!(run.grounding.kept_selected.as_deref(), Some("sample1"));
     }
 
     #[test]
