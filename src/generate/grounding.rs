@@ -3012,22 +3012,22 @@ mod tests {
         "def total(items, *args, start=0, **kw):\n    \"\"\"Sum.\"\"\"\n    return 0\n\n\
         class Acc:\n    def add(self, x, y):\n        return x\n";
 
+    /// Whether the check finds self-recursion in `function`, asserting it finds nothing else.
+    fn recursion_only(repo: &Repository, target: &str, function: &str) -> bool {
+        let g = check_in(repo, target, function);
+        assert!(
+            g.problems
+                .iter()
+                .all(|p| p.kind == ProblemKind::SelfRecursion),
+            "{g:#?}"
+        );
+        !g.problems.is_empty()
+    }
+
     #[test]
     fn a_call_of_itself_that_every_call_reaches_is_self_recursion() {
         let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/util.py", UTIL_PY)]);
-        let recursion = |target: &str, function: &str| -> bool {
-            let g = check_in(&repo, target, function);
-            let found = problems(&g)
-                .iter()
-                .any(|(k, _)| *k == ProblemKind::SelfRecursion);
-            assert!(
-                g.problems
-                    .iter()
-                    .all(|p| p.kind == ProblemKind::SelfRecursion),
-                "{g:#?}"
-            );
-            found
-        };
+        let recursion = |target: &str, function: &str| recursion_only(&repo, target, function);
         let total = |body: &str| format!("def total(items, *args, start=0, **kw):\n{body}");
         // Its own arguments, other arguments, after other statements, inside an expression.
         for body in [
@@ -3075,16 +3075,7 @@ mod tests {
             \x20   def remove(self, cond=None, doc_ids=None):\n        return []\n\n\
             def total(items, *args, start=0, **kw):\n    return 0\n";
         let (_dir, repo) = repo_with(&[("pkg/__init__.py", ""), ("pkg/table.py", TABLE_PY)]);
-        let recursion = |target: &str, function: &str| -> bool {
-            let g = check_in(&repo, target, function);
-            assert!(
-                g.problems
-                    .iter()
-                    .all(|p| p.kind == ProblemKind::SelfRecursion),
-                "{g:#?}"
-            );
-            !g.problems.is_empty()
-        };
+        let recursion = |target: &str, function: &str| recursion_only(&repo, target, function);
         let get = |body: &str| {
             format!("    def get(self, cond=None, doc_id=None, doc_ids=None):\n{body}")
         };
