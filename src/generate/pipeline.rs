@@ -1199,24 +1199,19 @@ mod tests {
     fn an_answer_that_does_not_parse_ranks_below_any_that_does() {
         // The greedy answer (and so its repair) stops parsing; every sample and the infilled
         // answer call a name that does not exist: one problem each, but they parse.
-        let broken = Scripted {
+        let broken = || Scripted {
             greedy_clean: true,
             greedy_body: Some("return sum(a=a, a=b)"),
             ..flagged(99)
         };
-        let (run, _) = run_with(broken, 2);
+        let (run, _) = run_with(broken(), 2);
         let g = &run.grounding;
         let first = g.first.as_ref().expect("checked");
         assert_eq!(first.problems.len(), 1);
         assert_eq!(first.weight(), grounding::SYNTAX_WEIGHT);
         assert_eq!(g.kept_sample, Some(1));
         assert!(run.generation.completion.body.contains("add_numbers"));
-        let broken = Scripted {
-            greedy_clean: true,
-            greedy_body: Some("return sum(a=a, a=b)"),
-            ..flagged(99)
-        };
-        let (run, _) = run_selecting(broken, 2, Select::Review);
+        let (run, _) = run_selecting(broken(), 2, Select::Review);
         let weights: Vec<(&str, usize)> = run
             .grounding
             .candidates
