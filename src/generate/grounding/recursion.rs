@@ -333,9 +333,7 @@ impl<'s> Own<'s> {
             match arg.kind() {
                 "identifier" => {
                     let slot = position.and_then(|i| self.params.get(i));
-                    if slot.is_some_and(|p| p == value) {
-                        out.push(slot.unwrap().as_str());
-                    }
+                    out.extend(slot.filter(|p| *p == value).map(String::as_str));
                     position = position.map(|i| i + 1);
                 }
                 "keyword_argument" => {
